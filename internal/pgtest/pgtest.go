@@ -1,0 +1,104 @@
+// Package pgtest gives each test its own freshly migrated Postgres database
+// on the project's throwaway server, so tests can run in parallel.
+//
+// The server is FENCEGATE_TEST_DATABASE_URL when set, otherwise the one
+// `deploy/dev/pg.sh start` runs (make test starts it).
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate/leasestore"
+)
+
+// DefaultURL is the development server of deploy/dev/pg.sh.
+const DefaultURL = "postgres://fencegate@127.0.0.1:54329/fencegate?sslmode=disable"
+
+// ServerURL returns the URL of the test server's maintenance database.
+func ServerURL() string {
+	if u := os.Getenv("FENCEGATE_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// DB is one isolated test database.
+type DB struct {
+	URL  string
+	Pool *pgxpool.Pool
+}
+
+// New creates an empty database for t, migrated, dropped when t ends.
+func New(t testing.TB) *DB {
+	t.Helper()
+	db := NewEmpty(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := leasestore.Migrate(ctx, db.Pool); err != nil {
+		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	return db
+}
+
+// NewEmpty creates an empty, unmigrated database for t.
+func NewEmpty(t testing.TB) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s: %v (run `make test`, or `deploy/dev/pg.sh start`, "+
+			"or set FENCEGATE_TEST_DATABASE_URL)", ServerURL(), err)
+	}
+	defer admin.Close(ctx)
+	name := "fgtest_" + randomHex(8)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	dbURL := withDatabase(t, ServerURL(), name)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("pgtest: pool: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(t, pool, name) })
+	return &DB{URL: dbURL, Pool: pool}
+}
+
+func dropDatabase(t testing.TB, pool *pgxpool.Pool, name string) {
+	pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		t.Logf("pgtest: drop %s: %v", name, err)
+		return
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		t.Logf("pgtest: drop %s: %v", name, err)
+	}
+}
+
+func withDatabase(t testing.TB, raw, name string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("pgtest: bad server URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

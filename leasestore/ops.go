@@ -1,0 +1,204 @@
+package leasestore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Acquire grants name to owner for ttl as a new generation in state
+// pending, held by replica holder. It fails with a *HeldError when another
+// grant is unexpired.
+func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder string) (Lease, error) {
+	if err := s.checkGrant(name, owner, ttl, holder); err != nil {
+		return Lease{}, err
+	}
+	l, err := s.writeOne(ctx, "acquire", qAcquire, name, owner, ttl.Milliseconds(), holder)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return l, err
+	}
+	cur, gerr := s.Get(ctx, name)
+	if gerr != nil {
+		return Lease{}, gerr
+	}
+	return Lease{}, &HeldError{Name: name, Owner: cur.OwnerID, Token: cur.Token, ExpiresAt: cur.ExpiresAt}
+}
+
+// Regenerate gives the current owner of token a new generation (a new,
+// larger token, state pending) held by replica holder, with a fresh ttl.
+// It fails with a *LostError unless token is the current, active, unexpired
+// token of owner.
+func (s *Store) Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder string) (Lease, error) {
+	if err := s.checkGrant(name, owner, ttl, holder); err != nil {
+		return Lease{}, err
+	}
+	if err := checkToken(token); err != nil {
+		return Lease{}, err
+	}
+	l, err := s.writeOne(ctx, "regenerate", qRegenerate, name, owner, token, ttl.Milliseconds(), holder)
+	return l, s.lostIfNoRows(ctx, err, name, owner, token)
+}
+
+// Activate marks the pending grant token active and records the producer id
+// and epoch bound to it. It fails with a *LostError when token is no longer
+// the current pending, unexpired grant (FM06).
+func (s *Store) Activate(ctx context.Context, name string, token, producerID int64, epoch int16) (Lease, error) {
+	if err := checkToken(token); err != nil {
+		return Lease{}, err
+	}
+	l, err := s.writeOne(ctx, "activate", qActivate, name, token, producerID, epoch)
+	return l, s.lostIfNoRows(ctx, err, name, "", token)
+}
+
+// Renew extends owner's active lease to ttl from now (database time). An
+// expired lease is never renewed, even with the right token (FM03).
+func (s *Store) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (Lease, error) {
+	if err := s.checkTTL(ttl); err != nil {
+		return Lease{}, err
+	}
+	if err := checkToken(token); err != nil {
+		return Lease{}, err
+	}
+	l, err := s.writeOne(ctx, "renew", qRenew, name, owner, token, ttl.Milliseconds())
+	return l, s.lostIfNoRows(ctx, err, name, owner, token)
+}
+
+// Release ends owner's active lease now; the row keeps its token.
+func (s *Store) Release(ctx context.Context, name, owner string, token int64) (Lease, error) {
+	if err := checkToken(token); err != nil {
+		return Lease{}, err
+	}
+	l, err := s.writeOne(ctx, "release", qRelease, name, owner, token)
+	return l, s.lostIfNoRows(ctx, err, name, owner, token)
+}
+
+// Abandon ends the pending grant token after a failed handover. It is a
+// no-op (nil error) when the grant is no longer pending.
+func (s *Store) Abandon(ctx context.Context, name string, token int64) error {
+	_, err := s.writeOne(ctx, "abandon", qAbandon, name, token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
+}
+
+// Get returns the lease row of name, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, name string) (Lease, error) {
+	row := s.pool.QueryRow(ctx, qGet, name)
+	l, err := scanLease(row, true)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, ErrNotFound
+	}
+	if err != nil {
+		return Lease{}, unavailable("get", err)
+	}
+	return l, nil
+}
+
+// List returns the leases whose names start with prefix, by name.
+func (s *Store) List(ctx context.Context, prefix string) ([]Lease, error) {
+	rows, err := s.pool.Query(ctx, qList, likePrefix(prefix), s.cfg.ListLimit)
+	if err != nil {
+		return nil, unavailable("list", err)
+	}
+	defer rows.Close()
+	var out []Lease
+	for rows.Next() {
+		l, err := scanLease(rows, true)
+		if err != nil {
+			return nil, unavailable("list", err)
+		}
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list", err)
+	}
+	return out, nil
+}
+
+// Events returns up to limit newest events of name, newest first.
+func (s *Store) Events(ctx context.Context, name string, limit int) ([]Event, error) {
+	rows, err := s.pool.Query(ctx, qEvents, name, limit)
+	if err != nil {
+		return nil, unavailable("events", err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		err := r.Scan(&e.ID, &e.Name, &e.Kind, &e.Token, &e.OwnerID, &e.Holder,
+			&e.ProducerID, &e.ProducerEpoch, &e.ExpiresAt, &e.At)
+		return e, err
+	})
+	if err != nil {
+		return nil, unavailable("events", err)
+	}
+	return evs, nil
+}
+
+// writeOne runs one write statement that returns at most one lease row.
+// pgx.ErrNoRows is passed through: it means the predicate refused.
+func (s *Store) writeOne(ctx context.Context, op, q string, args ...any) (Lease, error) {
+	l, err := scanLease(s.pool.QueryRow(ctx, q, args...), false)
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		return l, err
+	}
+	return Lease{}, unavailable(op, err)
+}
+
+// lostIfNoRows turns a refused predicate into a *LostError that says why,
+// read after the fact (the reason is informative; the refusal is not).
+func (s *Store) lostIfNoRows(ctx context.Context, err error, name, owner string, token int64) error {
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	cur, gerr := s.Get(ctx, name)
+	if errors.Is(gerr, ErrNotFound) {
+		return &LostError{Name: name, Reason: LostNotFound}
+	}
+	if gerr != nil {
+		return gerr
+	}
+	return &LostError{Name: name, Reason: lostReason(cur, owner, token), Current: cur.Token}
+}
+
+func lostReason(cur Lease, owner string, token int64) LostReason {
+	switch {
+	case cur.Token != token:
+		return LostTokenMismatch
+	case owner != "" && cur.OwnerID != owner:
+		return LostNotOwner
+	case cur.State == StateReleased:
+		return LostReleased
+	case !cur.ExpiresAt.After(cur.Now):
+		return LostExpired
+	default:
+		return LostNotActive
+	}
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanLease(row scanner, withNow bool) (Lease, error) {
+	var l Lease
+	var ttlMS int64
+	var epoch int32
+	dest := []any{&l.Name, &l.OwnerID, &l.Token, &l.State, &l.GrantedAt, &l.ExpiresAt,
+		&ttlMS, &l.Holder, &l.ProducerID, &epoch, &l.UpdatedAt}
+	if withNow {
+		dest = append(dest, &l.Now)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return Lease{}, err
+	}
+	l.TTL = time.Duration(ttlMS) * time.Millisecond
+	l.ProducerEpoch = int16(epoch)
+	return l, nil
+}
+
+// likePrefix escapes LIKE metacharacters so prefix matches literally.
+func likePrefix(prefix string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(prefix) + "%"
+}

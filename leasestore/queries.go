@@ -1,0 +1,208 @@
+package leasestore
+
+// Every query of the package, each named and commented with the invariant it
+// protects. Every write is one statement: the state change and its
+// lease_events row commit together or not at all, and all time is database
+// time (clock_timestamp()), never an application clock.
+
+const qCreateMigrationsTable = `
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+)`
+
+const qMigrateLock = `SELECT pg_advisory_xact_lock($1)`
+
+const qMigrationApplied = `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`
+
+const qRecordMigration = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`
+
+// qSequenceSettings reads the token sequence's settings for Verify.
+// I1: a cache above 1 or a cycling sequence can hand out a lower token later.
+const qSequenceSettings = `
+SELECT cache_size, cycle
+  FROM pg_sequences
+ WHERE sequencename = 'lease_token_seq'
+   AND schemaname = ANY (current_schemas(false))
+ ORDER BY array_position(current_schemas(false), schemaname)
+ LIMIT 1`
+
+// leaseColumns is the column list every query returns for a Lease.
+const leaseColumns = `name, owner_id, fencing_token, state, granted_at, expires_at,
+       ttl_ms, holder, COALESCE(producer_id, -1), COALESCE(producer_epoch, -1), updated_at`
+
+// qAcquire grants a lease: insert a new row, or take over a row whose lease
+// has ended (expires_at <= clock_timestamp(); released rows have ended too).
+//
+// I1: on takeover the token is nextval() evaluated in DO UPDATE SET, that is
+// under the row lock. A value allocated before the lock (the VALUES
+// expression, reachable as EXCLUDED) may be older than the token it would
+// replace and is never used on takeover; that value is simply burned.
+// Exclusivity: the WHERE on DO UPDATE leaves an unexpired row untouched, so
+// at most one unexpired grant exists per name at any database instant.
+const qAcquire = `
+WITH granted AS (
+    INSERT INTO leases AS l (name, owner_id, fencing_token, state, granted_at,
+                             expires_at, ttl_ms, holder, updated_at)
+    VALUES ($1, $2, nextval('lease_token_seq'), 'pending', clock_timestamp(),
+            clock_timestamp() + $3::bigint * interval '1 millisecond', $3::bigint, $4, clock_timestamp())
+    ON CONFLICT (name) DO UPDATE
+       SET prev_token      = l.fencing_token,
+           prev_owner_id   = l.owner_id,
+           prev_state      = l.state,
+           prev_expires_at = l.expires_at,
+           fencing_token   = nextval('lease_token_seq'),
+           owner_id        = EXCLUDED.owner_id,
+           state           = 'pending',
+           granted_at      = clock_timestamp(),
+           expires_at      = clock_timestamp() + EXCLUDED.ttl_ms * interval '1 millisecond',
+           ttl_ms          = EXCLUDED.ttl_ms,
+           holder          = EXCLUDED.holder,
+           producer_id     = NULL,
+           producer_epoch  = NULL,
+           updated_at      = clock_timestamp()
+     WHERE l.expires_at <= clock_timestamp()
+    RETURNING l.*
+), superseded AS (
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at)
+    SELECT name, 'superseded', prev_token, prev_owner_id, holder, prev_expires_at
+      FROM granted
+     WHERE prev_token IS NOT NULL AND prev_state <> 'released'
+), acquired AS (
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, at)
+    SELECT name, 'acquired', fencing_token, owner_id, holder, expires_at, granted_at
+      FROM granted
+)
+SELECT ` + leaseColumns + ` FROM granted`
+
+// qRegenerate gives the current owner a new generation (token N+1) of a
+// lease it still holds: after an ambiguous commit, or to move the lease to
+// another replica.
+//
+// The predicate is the renew predicate (name + owner + token + unexpired +
+// active): only the acknowledged owner of the current generation can end it.
+// I1: nextval() is evaluated under the row lock, as in qAcquire.
+const qRegenerate = `
+WITH granted AS (
+    UPDATE leases AS l
+       SET prev_token      = l.fencing_token,
+           prev_owner_id   = l.owner_id,
+           prev_state      = l.state,
+           prev_expires_at = l.expires_at,
+           fencing_token   = nextval('lease_token_seq'),
+           state           = 'pending',
+           granted_at      = clock_timestamp(),
+           expires_at      = clock_timestamp() + $4::bigint * interval '1 millisecond',
+           ttl_ms          = $4::bigint,
+           holder          = $5,
+           producer_id     = NULL,
+           producer_epoch  = NULL,
+           updated_at      = clock_timestamp()
+     WHERE l.name = $1 AND l.owner_id = $2 AND l.fencing_token = $3
+       AND l.state = 'active' AND l.expires_at > clock_timestamp()
+    RETURNING l.*
+), ev AS (
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, at)
+    SELECT name, 'regenerated', fencing_token, owner_id, holder, expires_at, granted_at
+      FROM granted
+)
+SELECT ` + leaseColumns + ` FROM granted`
+
+// qActivate marks a grant active once its producer epoch was bumped and its
+// barrier committed.
+//
+// I4 and FM06: the grant must still be current (same token, still pending,
+// unexpired). A replica that froze between its grant and its epoch bump
+// finds its token superseded here and never acknowledges.
+const qActivate = `
+WITH activated AS (
+    UPDATE leases
+       SET state = 'active', producer_id = $3, producer_epoch = $4,
+           updated_at = clock_timestamp()
+     WHERE name = $1 AND fencing_token = $2 AND state = 'pending'
+       AND expires_at > clock_timestamp()
+    RETURNING *
+), ev AS (
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
+                              producer_epoch, expires_at)
+    SELECT name, 'activated', fencing_token, owner_id, holder, producer_id,
+           producer_epoch, expires_at
+      FROM activated
+)
+SELECT ` + leaseColumns + ` FROM activated`
+
+// qRenew extends an active lease.
+//
+// FM03: owner, token and expires_at > clock_timestamp() in one predicate: an
+// expired lease can never be renewed, even with the right token.
+const qRenew = `
+WITH renewed AS (
+    UPDATE leases
+       SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
+           ttl_ms = $4::bigint, updated_at = clock_timestamp()
+     WHERE name = $1 AND owner_id = $2 AND fencing_token = $3
+       AND state = 'active' AND expires_at > clock_timestamp()
+    RETURNING *
+), ev AS (
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
+                              producer_epoch, expires_at)
+    SELECT name, 'renewed', fencing_token, owner_id, holder, producer_id,
+           producer_epoch, expires_at
+      FROM renewed
+)
+SELECT ` + leaseColumns + ` FROM renewed`
+
+// qRelease ends an active lease now. The row and its token stay: the token
+// remains the high-water mark for the next grant (I1).
+const qRelease = `
+WITH released AS (
+    UPDATE leases
+       SET state = 'released', expires_at = clock_timestamp(),
+           updated_at = clock_timestamp()
+     WHERE name = $1 AND owner_id = $2 AND fencing_token = $3
+       AND state = 'active' AND expires_at > clock_timestamp()
+    RETURNING *
+), ev AS (
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
+                              producer_epoch, expires_at)
+    SELECT name, 'released', fencing_token, owner_id, holder, producer_id,
+           producer_epoch, expires_at
+      FROM released
+)
+SELECT ` + leaseColumns + ` FROM released`
+
+// qAbandon ends a grant whose handover failed (the owner was never
+// acknowledged). Only a still-pending grant of exactly this token is
+// touched, so a later generation is never harmed.
+const qAbandon = `
+WITH abandoned AS (
+    UPDATE leases
+       SET state = 'released', expires_at = clock_timestamp(),
+           updated_at = clock_timestamp()
+     WHERE name = $1 AND fencing_token = $2 AND state = 'pending'
+    RETURNING *
+), ev AS (
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at)
+    SELECT name, 'abandoned', fencing_token, owner_id, holder, expires_at
+      FROM abandoned
+)
+SELECT ` + leaseColumns + ` FROM abandoned`
+
+// qGet reads one lease with the database's current time, so callers can
+// tell expired from live without their own clock.
+const qGet = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases WHERE name = $1`
+
+// qList lists leases whose name starts with a prefix (LIKE metacharacters in
+// the prefix are escaped by the caller).
+const qList = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
+ WHERE name LIKE $1 ESCAPE '\' ORDER BY name LIMIT $2`
+
+// qEvents returns the newest events of a lease, newest first.
+const qEvents = `
+SELECT id, name, kind, token, owner_id, holder, COALESCE(producer_id, -1),
+       COALESCE(producer_epoch, -1), expires_at, at
+  FROM lease_events WHERE name = $1 ORDER BY id DESC LIMIT $2`
+
+// qPing checks that the database answers.
+const qPing = `SELECT 1`

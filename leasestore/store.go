@@ -1,0 +1,186 @@
+package leasestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// State of a lease row.
+type State string
+
+const (
+	StatePending  State = "pending"
+	StateActive   State = "active"
+	StateReleased State = "released"
+)
+
+// Lease is one row of the leases table.
+type Lease struct {
+	Name          string
+	OwnerID       string
+	Token         int64
+	State         State
+	GrantedAt     time.Time
+	ExpiresAt     time.Time
+	TTL           time.Duration
+	Holder        string
+	ProducerID    int64 // -1 until activated
+	ProducerEpoch int16 // -1 until activated
+	UpdatedAt     time.Time
+	// Now is the database time at which the row was read (Get and List only).
+	Now time.Time
+}
+
+// Live reports whether the lease was unexpired when it was read.
+func (l Lease) Live() bool { return l.State != StateReleased && l.ExpiresAt.After(l.Now) }
+
+// Event is one row of lease_events.
+type Event struct {
+	ID            int64
+	Name          string
+	Kind          string
+	Token         int64
+	OwnerID       string
+	Holder        string
+	ProducerID    int64
+	ProducerEpoch int16
+	ExpiresAt     time.Time
+	At            time.Time
+}
+
+// Config bounds what the store accepts. Zero fields take the defaults.
+type Config struct {
+	// MinTTL is the shortest lease accepted (default 1ms).
+	MinTTL time.Duration
+	// MaxTTL is the longest lease accepted (default 10m).
+	MaxTTL time.Duration
+	// ValidateName checks a lease name (default: 1..255 bytes of valid UTF-8
+	// without NUL). The gateway passes txnmap.ValidateName.
+	ValidateName func(string) error
+	// ListLimit caps List results (default 1000).
+	ListLimit int
+}
+
+func (c *Config) fill() error {
+	if c.MinTTL == 0 {
+		c.MinTTL = time.Millisecond
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = 10 * time.Minute
+	}
+	if c.ValidateName == nil {
+		c.ValidateName = storageName
+	}
+	if c.ListLimit == 0 {
+		c.ListLimit = 1000
+	}
+	if c.MinTTL < time.Millisecond || c.MaxTTL < c.MinTTL {
+		return fmt.Errorf("leasestore: need 1ms <= MinTTL (%s) <= MaxTTL (%s)", c.MinTTL, c.MaxTTL)
+	}
+	return nil
+}
+
+// storageName is the weakest name rule: what the table can store.
+func storageName(name string) error {
+	if name == "" || len(name) > 255 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+		return errors.New("must be 1..255 bytes of UTF-8 without NUL")
+	}
+	return nil
+}
+
+// Store is the Postgres lease store. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+}
+
+// New returns a Store on pool. It does not touch the database; call Verify
+// before serving.
+func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("leasestore: nil pool")
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return &Store{pool: pool, cfg: cfg}, nil
+}
+
+// Verify refuses to run on a token sequence that can hand out a lower token
+// after a higher one (I1): its cache must be 1 and it must not cycle.
+func (s *Store) Verify(ctx context.Context) error {
+	var cache int64
+	var cycle bool
+	err := s.pool.QueryRow(ctx, qSequenceSettings).Scan(&cache, &cycle)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: sequence lease_token_seq is missing; run `fencegate migrate`", ErrUnsafeSequence)
+	}
+	if err != nil {
+		return unavailable("verify", err)
+	}
+	if cache != 1 || cycle {
+		return fmt.Errorf("%w: lease_token_seq has CACHE %d and CYCLE=%t; tokens could go backwards. "+
+			"Fix: ALTER SEQUENCE lease_token_seq CACHE 1 NO CYCLE", ErrUnsafeSequence, cache, cycle)
+	}
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, qPing); err != nil {
+		return unavailable("ping", err)
+	}
+	return nil
+}
+
+func (s *Store) checkName(name string) error {
+	if err := s.cfg.ValidateName(name); err != nil {
+		return &InvalidError{Field: "name", Message: err.Error()}
+	}
+	return nil
+}
+
+func (s *Store) checkTTL(ttl time.Duration) error {
+	if ttl < s.cfg.MinTTL || ttl > s.cfg.MaxTTL {
+		return &InvalidError{Field: "ttl_ms", Message: fmt.Sprintf("must be between %d and %d",
+			s.cfg.MinTTL.Milliseconds(), s.cfg.MaxTTL.Milliseconds())}
+	}
+	if ttl%time.Millisecond != 0 {
+		return &InvalidError{Field: "ttl_ms", Message: "must be whole milliseconds"}
+	}
+	return nil
+}
+
+func checkOwner(owner string) error {
+	if owner == "" || len(owner) > 255 || !utf8.ValidString(owner) || strings.ContainsRune(owner, 0) {
+		return &InvalidError{Field: "owner_id", Message: "must be 1..255 bytes of UTF-8 without NUL"}
+	}
+	return nil
+}
+
+func checkToken(token int64) error {
+	if token <= 0 {
+		return &InvalidError{Field: "token", Message: "must be a positive integer"}
+	}
+	return nil
+}
+
+func (s *Store) checkGrant(name, owner string, ttl time.Duration, holder string) error {
+	if err := s.checkName(name); err != nil {
+		return err
+	}
+	if err := checkOwner(owner); err != nil {
+		return err
+	}
+	if holder == "" {
+		return &InvalidError{Field: "holder", Message: "must not be empty"}
+	}
+	return s.checkTTL(ttl)
+}

@@ -1,0 +1,180 @@
+package txnmap
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+)
+
+// Rule picks a partition from a lease name.
+type Rule string
+
+const (
+	// RuleNumber takes the decimal number at the end of the name
+	// ("shard:8841" -> 8841) modulo the partition count.
+	RuleNumber Rule = "number"
+	// RuleMurmur2 hashes the name like Kafka's default partitioner:
+	// (murmur2(name) & 0x7fffffff) modulo the partition count.
+	RuleMurmur2 Rule = "murmur2"
+)
+
+// Route sends lease names matching Pattern to Topic.
+type Route struct {
+	// Pattern is a glob over lease names ("shard:*"); see Match.
+	Pattern string `yaml:"pattern" json:"pattern"`
+	// Topic receives the records of matching leases.
+	Topic string `yaml:"topic" json:"topic"`
+	// Partitions is the partition count of Topic.
+	Partitions int32 `yaml:"partitions" json:"partitions"`
+	// Rule picks the partition (default RuleNumber).
+	Rule Rule `yaml:"partition_rule" json:"partition_rule"`
+}
+
+// Placement is where a lease's records go.
+type Placement struct {
+	Name            string
+	TransactionalID string
+	Topic           string
+	Partition       int32
+}
+
+// ErrNoRoute is returned (wrapped) when no route matches a lease name.
+var ErrNoRoute = errors.New("no route for lease")
+
+// Router resolves lease names to placements. It is immutable and safe for
+// concurrent use.
+type Router struct {
+	prefix string
+	routes []Route
+}
+
+// NewRouter validates prefix and routes; routes are tried in order.
+func NewRouter(prefix string, routes []Route) (*Router, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		if r.Rule == "" {
+			r.Rule = RuleNumber
+		}
+		if err := r.validate(); err != nil {
+			return nil, fmt.Errorf("route %d (%q): %w", i, r.Pattern, err)
+		}
+		out[i] = r
+	}
+	return &Router{prefix: prefix, routes: out}, nil
+}
+
+func (r Route) validate() error {
+	if _, err := path.Match(r.Pattern, ""); err != nil || r.Pattern == "" {
+		return fmt.Errorf("bad pattern")
+	}
+	if r.Topic == "" {
+		return fmt.Errorf("empty topic")
+	}
+	if r.Partitions < 1 {
+		return fmt.Errorf("partitions must be >= 1")
+	}
+	if r.Rule != RuleNumber && r.Rule != RuleMurmur2 {
+		return fmt.Errorf("partition_rule must be %q or %q", RuleNumber, RuleMurmur2)
+	}
+	return nil
+}
+
+// Prefix is the transactional.id prefix of this router.
+func (r *Router) Prefix() string { return r.prefix }
+
+// Routes returns a copy of the routes.
+func (r *Router) Routes() []Route { return append([]Route(nil), r.routes...) }
+
+// Resolve validates name and returns its placement from the first matching
+// route.
+func (r *Router) Resolve(name string) (Placement, error) {
+	tid, err := TransactionalID(r.prefix, name)
+	if err != nil {
+		return Placement{}, err
+	}
+	for _, rt := range r.routes {
+		if !Match(rt.Pattern, name) {
+			continue
+		}
+		p, err := rt.partition(name)
+		if err != nil {
+			return Placement{}, err
+		}
+		return Placement{Name: name, TransactionalID: tid, Topic: rt.Topic, Partition: p}, nil
+	}
+	return Placement{}, fmt.Errorf("%w %q", ErrNoRoute, name)
+}
+
+func (r Route) partition(name string) (int32, error) {
+	if r.Rule == RuleMurmur2 {
+		return int32(int64(Murmur2([]byte(name))&0x7fffffff) % int64(r.Partitions)), nil
+	}
+	n, err := trailingNumber(name)
+	if err != nil {
+		return 0, err
+	}
+	return int32(n % uint64(r.Partitions)), nil
+}
+
+func trailingNumber(name string) (uint64, error) {
+	i := len(name)
+	for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
+		i--
+	}
+	if i == len(name) {
+		return 0, fmt.Errorf("%w: %q does not end in a number (partition rule %q)", ErrInvalidName, name, RuleNumber)
+	}
+	n, err := strconv.ParseUint(name[i:], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q: number out of range", ErrInvalidName, name)
+	}
+	return n, nil
+}
+
+// Match reports whether a lease name matches a glob pattern ('*' any run
+// of bytes, '?' one byte, '[...]' a class). It is the one matcher for
+// routes and for client authorisation.
+func Match(pattern, name string) bool {
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
+}
+
+// Murmur2 is the 32-bit murmur2 hash with Kafka's seed, as Kafka's default
+// partitioner computes it.
+func Murmur2(data []byte) int32 {
+	const (
+		seed uint32 = 0x9747b28c
+		m    uint32 = 0x5bd1e995
+		r           = 24
+	)
+	n := len(data)
+	h := seed ^ uint32(n)
+	for len(data) >= 4 {
+		k := uint32(data[0]) | uint32(data[1])<<8 | uint32(data[2])<<16 | uint32(data[3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+		data = data[4:]
+	}
+	switch len(data) {
+	case 3:
+		h ^= uint32(data[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(data[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(data[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h)
+}
