@@ -1,0 +1,272 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// LeaseStore is what the gateway needs of the lease store.
+type LeaseStore interface {
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder string) (leasestore.Lease, error)
+	Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder string) (leasestore.Lease, error)
+	Activate(ctx context.Context, name string, token, producerID int64, epoch int16) (leasestore.Lease, error)
+	Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (leasestore.Lease, error)
+	Release(ctx context.Context, name, owner string, token int64) (leasestore.Lease, error)
+	Abandon(ctx context.Context, name string, token int64) error
+	Get(ctx context.Context, name string) (leasestore.Lease, error)
+	List(ctx context.Context, prefix string) ([]leasestore.Lease, error)
+	Ping(ctx context.Context) error
+}
+
+var _ LeaseStore = (*leasestore.Store)(nil)
+
+// Limits bound what one request may carry (413 beyond them).
+type Limits struct {
+	MaxRecords      int // records per batch (default 10000)
+	MaxRecordBytes  int // key + value + headers of one record (default 1 MiB)
+	MaxRequestBytes int // one request body (default 16 MiB)
+}
+
+// Config of a Gateway. Zero fields take the defaults noted.
+type Config struct {
+	// Replica names this gateway process in lease rows (default "gateway-1").
+	Replica string
+	// Kafka is how producers reach the cluster.
+	Kafka KafkaConfig
+	// BarrierKey signs generation barriers (at least 16 bytes; required).
+	BarrierKey []byte
+	// HandoverBudget is the share of the TTL a handover may take before it
+	// fails closed (default 0.5), capped by MaxHandover (default 30s).
+	HandoverBudget float64
+	MaxHandover    time.Duration
+	// CommitTimeout bounds one CommitTransaction/AbortTransaction call
+	// (default 10s), and never beyond the session's local deadline.
+	CommitTimeout time.Duration
+	// ReapInterval is how often expired sessions are reaped (default 1s).
+	ReapInterval time.Duration
+	Limits       Limits
+	// Hooks are named pause points for tests.
+	Hooks Hooks
+	// Now is the monotonic clock for local deadlines (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (c *Config) fill() error {
+	if c.Replica == "" {
+		c.Replica = "gateway-1"
+	}
+	if c.HandoverBudget == 0 {
+		c.HandoverBudget = 0.5
+	}
+	if c.MaxHandover == 0 {
+		c.MaxHandover = 30 * time.Second
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = 10 * time.Second
+	}
+	if c.ReapInterval == 0 {
+		c.ReapInterval = time.Second
+	}
+	if c.Kafka.TransactionTimeoutMS == 0 {
+		c.Kafka.TransactionTimeoutMS = 10000
+	}
+	c.Limits.fill()
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Kafka.Brokers == "" {
+		return errors.New("gateway: Kafka.Brokers is required")
+	}
+	if c.HandoverBudget <= 0 || c.HandoverBudget >= 1 {
+		return fmt.Errorf("gateway: HandoverBudget %v must be in (0, 1)", c.HandoverBudget)
+	}
+	return nil
+}
+
+func (l *Limits) fill() {
+	if l.MaxRecords == 0 {
+		l.MaxRecords = 10000
+	}
+	if l.MaxRecordBytes == 0 {
+		l.MaxRecordBytes = 1 << 20
+	}
+	if l.MaxRequestBytes == 0 {
+		l.MaxRequestBytes = 16 << 20
+	}
+}
+
+// Gateway holds the sessions of one replica. Its methods are the lease and
+// produce operations of DESIGN.md section 4; the HTTP layer only decodes,
+// authorises and encodes.
+type Gateway struct {
+	cfg    Config
+	store  LeaseStore
+	router *txnmap.Router
+	signer *barrier.Signer
+	insp   *inspector
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session
+
+	closers sync.WaitGroup // producers being closed in the background
+	stop    chan struct{}
+	reaped  sync.WaitGroup
+	once    sync.Once
+}
+
+// New returns a Gateway and starts its reaper. Call Close to stop it.
+func New(store LeaseStore, router *txnmap.Router, cfg Config) (*Gateway, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	signer, err := barrier.NewSigner(cfg.BarrierKey)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	insp, err := newInspector(cfg.Kafka)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{cfg: cfg, store: store, router: router, signer: signer, insp: insp,
+		log: cfg.Logger, sessions: map[string]*session{}, stop: make(chan struct{})}
+	g.reaped.Add(1)
+	go g.reapLoop()
+	return g, nil
+}
+
+// Close ends every session, closes every producer and waits for them.
+func (g *Gateway) Close() {
+	g.once.Do(func() {
+		close(g.stop)
+		g.reaped.Wait()
+		g.mu.Lock()
+		for name, s := range g.sessions {
+			g.endLocked(s, errorf(CodeNotHolder, "gateway shutting down"))
+			delete(g.sessions, name)
+		}
+		g.mu.Unlock()
+		g.closers.Wait()
+		g.insp.close()
+	})
+}
+
+// Ready checks that Postgres and Kafka answer.
+func (g *Gateway) Ready(ctx context.Context) error {
+	if err := g.store.Ping(ctx); err != nil {
+		return err
+	}
+	return g.insp.ping(ctx)
+}
+
+// Sessions returns the number of live sessions on this replica.
+func (g *Gateway) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, s := range g.sessions {
+		if s.endedReason() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Idle waits until every producer being closed in the background is gone.
+func (g *Gateway) Idle() { g.closers.Wait() }
+
+func (g *Gateway) session(name string) *session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sessions[name]
+}
+
+// endLocked ends s with reason and closes its producer in the background
+// once no transaction holds it. The ended session stays in the map as a
+// tombstone until its deadline, so late requests of that generation learn
+// why it ended (fenced, superseded, expired). g.mu is held.
+func (g *Gateway) endLocked(s *session, reason *Error) {
+	s.end(reason)
+	g.closers.Add(1)
+	go func() {
+		defer g.closers.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.closeProducer()
+	}()
+}
+
+// install makes s the session of its lease unless a later generation is
+// already installed. An earlier generation is ended.
+func (g *Gateway) install(s *session) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur := g.sessions[s.name]; cur != nil {
+		if cur.token > s.token {
+			return false
+		}
+		g.endLocked(cur, errorf(CodeLeaseLost, "superseded by token %d", s.token))
+	}
+	g.sessions[s.name] = s
+	return true
+}
+
+// dropOlder ends the local session of name if its token is below token
+// (handover step 2).
+func (g *Gateway) dropOlder(name string, token int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur := g.sessions[name]; cur != nil && cur.token < token {
+		g.endLocked(cur, errorf(CodeLeaseLost, "superseded by token %d", token))
+	}
+}
+
+// remove ends s and deletes it from the map (release).
+func (g *Gateway) remove(s *session, reason *Error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sessions[s.name] == s {
+		delete(g.sessions, s.name)
+	}
+	g.endLocked(s, reason)
+}
+
+func (g *Gateway) reapLoop() {
+	defer g.reaped.Done()
+	t := time.NewTicker(g.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			g.reap()
+		}
+	}
+}
+
+// reap ends sessions whose local deadline passed and closes their
+// producers: an expired session must not keep librdkafka threads alive.
+func (g *Gateway) reap() {
+	now := g.cfg.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, s := range g.sessions {
+		if s.expired(now) {
+			g.endLocked(s, errorf(CodeLeaseLost, "lease %q expired (local deadline passed)", name))
+			delete(g.sessions, name)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// AcquireRequest asks for a lease, or with Token set, for a new generation
+// of a lease the caller holds.
+type AcquireRequest struct {
+	Name  string
+	Owner string
+	TTL   time.Duration
+	Token int64 // 0: plain acquire
+}
+
+// Grant is an acknowledged generation.
+type Grant struct {
+	Name            string    `json:"name"`
+	OwnerID         string    `json:"owner_id"`
+	Token           int64     `json:"token"`
+	ExpiresAt       time.Time `json:"expires_at"`
+	TTLMS           int64     `json:"ttl_ms"`
+	Topic           string    `json:"topic"`
+	Partition       int32     `json:"partition"`
+	TransactionalID string    `json:"transactional_id"`
+	ProducerID      int64     `json:"producer_id"`
+	ProducerEpoch   int16     `json:"producer_epoch"`
+}
+
+// Acquire runs the handover of DESIGN.md section 4:
+//
+//  1. Postgres grant (token N, pending, holder = this replica);
+//  2. drop any older local session of the lease;
+//  3. new producer with the lease's transactional.id, InitTransactions under
+//     a deadline inside the TTL (bumps the epoch, fences every older
+//     producer of the id on any replica);
+//  4. signed barrier committed in its own transaction;
+//  5. Activate, predicated on N still being the current pending grant;
+//  6. only then the Grant is returned (and the session installed).
+//
+// Any failure closes the producer, abandons the grant and returns an
+// error: the caller does not own the lease (I4, I5).
+func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	start := g.cfg.Now()
+	place, err := g.router.Resolve(req.Name)
+	if err != nil {
+		return Grant{}, err
+	}
+	lease, err := g.grant(ctx, req)
+	if err != nil {
+		return Grant{}, err
+	}
+	g.cfg.Hooks.call(HookGranted, req.Name, lease.Token)
+	g.dropOlder(req.Name, lease.Token)
+	s, err := g.handover(ctx, start, place, lease)
+	if err != nil {
+		g.abandon(lease)
+		return Grant{}, err
+	}
+	return g.grantOf(s, lease), nil
+}
+
+func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lease, error) {
+	if req.Token != 0 {
+		return g.store.Regenerate(ctx, req.Name, req.Owner, req.Token, req.TTL, g.cfg.Replica)
+	}
+	return g.store.Acquire(ctx, req.Name, req.Owner, req.TTL, g.cfg.Replica)
+}
+
+// handover runs steps 3 to 5 for grant lease and installs the session.
+func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Placement, lease leasestore.Lease) (*session, error) {
+	hctx, cancel := context.WithTimeout(ctx, g.handoverBudget(lease.TTL)-g.cfg.Now().Sub(start))
+	defer cancel()
+	prod, err := newProducer(g.cfg.Kafka, place.TransactionalID)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{name: lease.Name, owner: lease.OwnerID, token: lease.Token, place: place,
+		prod: prod, deadline: start.Add(lease.TTL)}
+	if err := g.bumpAndBarrier(hctx, s); err != nil {
+		prod.close()
+		return nil, err
+	}
+	g.cfg.Hooks.call(HookBeforeActivate, lease.Name, lease.Token)
+	if _, err := g.store.Activate(hctx, lease.Name, lease.Token, s.producerID, s.epoch); err != nil {
+		prod.close()
+		return nil, err
+	}
+	if !g.install(s) {
+		prod.close()
+		return nil, errorf(CodeLeaseLost, "a later generation of %q is installed on this replica", lease.Name)
+	}
+	return s, nil
+}
+
+// bumpAndBarrier runs InitTransactions (the epoch bump) and commits the
+// generation barrier.
+func (g *Gateway) bumpAndBarrier(ctx context.Context, s *session) error {
+	if err := s.prod.p.InitTransactions(ctx); err != nil {
+		return kafkaError("init transactions", err)
+	}
+	g.cfg.Hooks.call(HookInitialized, s.name, s.token)
+	pid, epoch, err := g.insp.producerIdentity(ctx, s.place.TransactionalID)
+	if err != nil {
+		return err
+	}
+	s.producerID, s.epoch = pid, epoch
+	value, err := g.signer.Seal(barrier.Grant{Lease: s.name, Token: s.token, Owner: s.owner,
+		TransactionalID: s.place.TransactionalID, ProducerID: pid, Epoch: epoch, IssuedAt: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	rec := record{key: []byte(s.name), value: value, headers: append(stamp(s, "", 0), kafka.Header{Key: barrier.HeaderBarrier, Value: []byte("1")})}
+	if err := s.prod.p.BeginTransaction(); err != nil {
+		return kafkaError("begin barrier transaction", err)
+	}
+	if _, err := s.prod.send(ctx, s.place.Topic, s.place.Partition, []record{rec}); err != nil {
+		return kafkaError("produce barrier", err)
+	}
+	if err := s.prod.p.CommitTransaction(ctx); err != nil {
+		return kafkaError("commit barrier", err)
+	}
+	return nil
+}
+
+// handoverBudget is how long steps 3 to 5 may take: a share of the TTL, so
+// that a slow handover fails closed well before the grant expires.
+func (g *Gateway) handoverBudget(ttl time.Duration) time.Duration {
+	b := time.Duration(float64(ttl) * g.cfg.HandoverBudget)
+	return min(b, g.cfg.MaxHandover)
+}
+
+// abandon marks a failed grant dead so that nobody waits for its TTL. It
+// is best effort: a grant left pending is never acknowledged and expires.
+func (g *Gateway) abandon(lease leasestore.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.store.Abandon(ctx, lease.Name, lease.Token); err != nil {
+		g.log.Warn("abandon failed handover", "fencegate.lease", lease.Name, "fencegate.token", lease.Token, "error", err)
+	}
+}
+
+func (g *Gateway) grantOf(s *session, lease leasestore.Lease) Grant {
+	return Grant{Name: s.name, OwnerID: s.owner, Token: s.token, ExpiresAt: lease.ExpiresAt,
+		TTLMS: lease.TTL.Milliseconds(), Topic: s.place.Topic, Partition: s.place.Partition,
+		TransactionalID: s.place.TransactionalID, ProducerID: s.producerID, ProducerEpoch: s.epoch}
+}
+
+// kafkaError turns a librdkafka error of a handover step into a gateway
+// error: every failure of a handover means "you do not own the lease".
+func kafkaError(step string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || classify(err) != outcomeFenced {
+		return errorf(CodeKafkaUnavailable, "%s: %v", step, err)
+	}
+	return errorf(CodeLeaseLost, "%s: fenced by a later generation: %v", step, err)
+}

@@ -1,0 +1,234 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// KafkaConfig says how the gateway reaches Kafka.
+type KafkaConfig struct {
+	// Brokers is the bootstrap list, "host:port,host:port".
+	Brokers string
+	// SASLMechanism ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), empty for none.
+	SASLMechanism string
+	SASLUser      string
+	SASLPassword  string
+	// TransactionTimeoutMS is transaction.timeout.ms of every producer; keep
+	// it below the lease TTL budget (default 10000).
+	TransactionTimeoutMS int
+	// Extra librdkafka properties for producers (e.g. TLS settings).
+	Extra map[string]string
+}
+
+func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, error) {
+	cm := &kafka.ConfigMap{
+		"bootstrap.servers":      c.Brokers,
+		"transactional.id":       transactionalID,
+		"transaction.timeout.ms": c.TransactionTimeoutMS,
+		"enable.idempotence":     true,
+		"linger.ms":              1,
+		"go.logs.channel.enable": false,
+		// Delivery reports go to the per-batch channel; no other events
+		// are needed, so the events channel stays small.
+		"go.events.channel.size": 64,
+	}
+	if err := c.applyAuth(cm); err != nil {
+		return nil, err
+	}
+	return cm, nil
+}
+
+func (c KafkaConfig) applyAuth(cm *kafka.ConfigMap) error {
+	if c.SASLMechanism != "" {
+		for k, v := range map[string]string{"security.protocol": "SASL_PLAINTEXT",
+			"sasl.mechanism": c.SASLMechanism, "sasl.username": c.SASLUser, "sasl.password": c.SASLPassword} {
+			if err := cm.SetKey(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	for k, v := range c.Extra {
+		if err := cm.SetKey(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// producer is one librdkafka transactional producer instance. It is bound
+// to exactly one token for its whole life (DESIGN.md section 4) and is
+// never re-initialised.
+type producer struct {
+	p *kafka.Producer
+}
+
+func newProducer(cfg KafkaConfig, transactionalID string) (*producer, error) {
+	cm, err := cfg.producerConfig(transactionalID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := kafka.NewProducer(cm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: new producer: %w", ErrKafkaUnavailable, err)
+	}
+	go drainEvents(p.Events())
+	return &producer{p: p}, nil
+}
+
+// drainEvents consumes the producer's generic events (errors, stats) so
+// librdkafka never blocks on a full channel; it ends when Close closes the
+// channel. Every error that matters also surfaces on the transactional call.
+func drainEvents(ch chan kafka.Event) {
+	for range ch {
+	}
+}
+
+// record is one message of a batch, ready to produce.
+type record struct {
+	key, value []byte
+	headers    []kafka.Header
+}
+
+// send produces records to topic/partition inside the open transaction and
+// waits for every delivery report. It returns the offsets in record order.
+func (p *producer) send(ctx context.Context, topic string, partition int32, recs []record) ([]int64, error) {
+	dch := make(chan kafka.Event, len(recs))
+	for i := range recs {
+		m := &kafka.Message{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
+			Key:            recs[i].key, Value: recs[i].value, Headers: recs[i].headers,
+			Opaque: i,
+		}
+		if err := p.p.Produce(m, dch); err != nil {
+			return nil, err
+		}
+	}
+	offsets := make([]int64, len(recs))
+	for range recs {
+		select {
+		case ev := <-dch:
+			m, ok := ev.(*kafka.Message)
+			if !ok {
+				return nil, fmt.Errorf("unexpected delivery event %T", ev)
+			}
+			if m.TopicPartition.Error != nil {
+				return nil, m.TopicPartition.Error
+			}
+			offsets[m.Opaque.(int)] = int64(m.TopicPartition.Offset)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return offsets, nil
+}
+
+// close aborts nothing and destroys the instance. Destroying a producer
+// with an open transaction leaves that transaction to the broker, which
+// aborts it at the next epoch bump or after transaction.timeout.ms.
+func (p *producer) close() { p.p.Close() }
+
+// outcome classifies a Kafka error for the session (DESIGN.md section 4).
+type outcome int
+
+const (
+	outcomeFenced    outcome = iota // fenced or fatal: the session is dead for good
+	outcomeAbortable                // abort the transaction; the batch failed
+	outcomeRetriable                // the library says retry the same call
+	outcomeUnknown                  // timeout or unknown: the outcome is ambiguous
+)
+
+func classify(err error) outcome {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return outcomeUnknown
+		}
+		return outcomeUnknown
+	}
+	switch {
+	case kerr.IsFatal(), kerr.Code() == kafka.ErrFenced, kerr.Code() == kafka.ErrProducerFenced,
+		kerr.Code() == kafka.ErrInvalidProducerEpoch:
+		return outcomeFenced
+	case kerr.TxnRequiresAbort():
+		return outcomeAbortable
+	case kerr.IsTimeout(), kerr.Code() == kafka.ErrTimedOut:
+		return outcomeUnknown
+	case kerr.IsRetriable():
+		return outcomeRetriable
+	}
+	return outcomeUnknown
+}
+
+// inspector reads transaction state from the cluster: the producer id and
+// epoch bound to a transactional.id after InitTransactions (librdkafka does
+// not expose them) and readiness. It uses one shared franz-go client for
+// these read-only admin requests; every write goes through librdkafka.
+type inspector struct {
+	cl *kgo.Client
+}
+
+func newInspector(cfg KafkaConfig) (*inspector, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(splitBrokers(cfg.Brokers)...)}
+	if m := saslMechanism(cfg); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &inspector{cl: cl}, nil
+}
+
+// producerIdentity returns the producer id and epoch the coordinator holds
+// for transactionalID.
+func (in *inspector) producerIdentity(ctx context.Context, transactionalID string) (int64, int16, error) {
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{transactionalID}
+	resp, err := req.RequestWith(ctx, in.cl)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: describe transactions: %w", ErrKafkaUnavailable, err)
+	}
+	for _, s := range resp.TransactionStates {
+		if s.TransactionalID != transactionalID {
+			continue
+		}
+		if s.ErrorCode != 0 {
+			return 0, 0, fmt.Errorf("%w: describe transactions: error code %d", ErrKafkaUnavailable, s.ErrorCode)
+		}
+		return s.ProducerID, s.ProducerEpoch, nil
+	}
+	return 0, 0, fmt.Errorf("%w: describe transactions: no state for %q", ErrKafkaUnavailable, transactionalID)
+}
+
+// ping asks the cluster for metadata.
+func (in *inspector) ping(ctx context.Context) error {
+	req := kmsg.NewPtrMetadataRequest()
+	if _, err := req.RequestWith(ctx, in.cl); err != nil {
+		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, err)
+	}
+	return nil
+}
+
+func (in *inspector) close() { in.cl.Close() }
+
+func splitBrokers(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

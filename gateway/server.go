@@ -1,0 +1,259 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/fencegate/fencegate/leasestore"
+)
+
+// Server is the v1 HTTP API of DESIGN.md section 5 over a Gateway.
+type Server struct {
+	g    *Gateway
+	auth *Authenticator
+	e    *echo.Echo
+	log  *slog.Logger
+}
+
+const clientKey = "fencegate.client"
+
+// NewServer builds the HTTP handler.
+func NewServer(g *Gateway, auth *Authenticator) *Server {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{g: g, auth: auth, e: e, log: g.log}
+	e.HTTPErrorHandler = s.handleError
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	v1 := e.Group("/v1", s.authenticate)
+	v1.POST("/leases", s.acquire)
+	v1.GET("/leases", s.list)
+	v1.GET("/leases/:name", s.get)
+	v1.PATCH("/leases/:name", s.renew)
+	v1.DELETE("/leases/:name", s.release)
+	v1.POST("/leases/:name/records", s.produce)
+	return s
+}
+
+// ServeHTTP makes Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
+
+// Echo exposes the router so that other components (metrics) can add routes.
+func (s *Server) Echo() *echo.Echo { return s.e }
+
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		cl, err := s.auth.authenticate(c.Request().Header.Get("Authorization"))
+		if err != nil {
+			return err
+		}
+		c.Set(clientKey, cl)
+		return next(c)
+	}
+}
+
+func client(c echo.Context) *Client { return c.Get(clientKey).(*Client) }
+
+// leaseParam returns the authorised lease name of the path.
+func leaseParam(c echo.Context) (string, error) {
+	name, err := url.PathUnescape(c.Param("name"))
+	if err != nil {
+		return "", errorf(CodeInvalidRequest, "lease name in path is not valid percent-encoding")
+	}
+	if e := client(c).authorize(name); e != nil {
+		return "", e
+	}
+	return name, nil
+}
+
+func (s *Server) body(c echo.Context) ([]byte, error) {
+	b, err := readBody(c.Request().Body, s.g.cfg.Limits.MaxRequestBytes)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (s *Server) acquire(c echo.Context) error {
+	b, err := s.body(c)
+	if err != nil {
+		return err
+	}
+	req, derr := decodeAcquire(b)
+	if derr != nil {
+		return derr
+	}
+	if e := client(c).authorize(req.Name); e != nil {
+		return e
+	}
+	grant, err := s.g.Acquire(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, grant)
+}
+
+func (s *Server) renew(c echo.Context) error {
+	name, err := leaseParam(c)
+	if err != nil {
+		return err
+	}
+	b, err := s.body(c)
+	if err != nil {
+		return err
+	}
+	owner, token, ttl, derr := decodeRenew(b)
+	if derr != nil {
+		return derr
+	}
+	res, err := s.g.Renew(c.Request().Context(), name, owner, token, ttl)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func (s *Server) release(c echo.Context) error {
+	name, err := leaseParam(c)
+	if err != nil {
+		return err
+	}
+	q := c.QueryParams()
+	owner := q.Get("owner_id")
+	if e := checkOwner(owner); e != nil {
+		return e
+	}
+	token, perr := strconv.ParseInt(q.Get("token"), 10, 64)
+	if perr != nil || token <= 0 {
+		return errorf(CodeInvalidRequest, "token query parameter must be a positive integer")
+	}
+	if err := s.g.Release(c.Request().Context(), name, owner, token); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) produce(c echo.Context) error {
+	name, err := leaseParam(c)
+	if err != nil {
+		return err
+	}
+	b, err := s.body(c)
+	if err != nil {
+		return err
+	}
+	req, derr := decodeProduce(b, name, s.g.cfg.Limits)
+	if derr != nil {
+		return derr
+	}
+	res, err := s.g.Produce(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+// LeaseView is the operator view of a lease.
+type LeaseView struct {
+	Name          string    `json:"name"`
+	OwnerID       string    `json:"owner_id"`
+	Token         int64     `json:"token"`
+	State         string    `json:"state"`
+	Live          bool      `json:"live"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	TTLMS         int64     `json:"ttl_ms"`
+	Holder        string    `json:"holder"`
+	ProducerID    int64     `json:"producer_id"`
+	ProducerEpoch int16     `json:"producer_epoch"`
+}
+
+func viewOf(l leasestore.Lease) LeaseView {
+	return LeaseView{Name: l.Name, OwnerID: l.OwnerID, Token: l.Token, State: string(l.State),
+		Live: l.Live(), ExpiresAt: l.ExpiresAt, TTLMS: l.TTL.Milliseconds(), Holder: l.Holder,
+		ProducerID: l.ProducerID, ProducerEpoch: l.ProducerEpoch}
+}
+
+func (s *Server) get(c echo.Context) error {
+	name, err := url.PathUnescape(c.Param("name"))
+	if err != nil {
+		return errorf(CodeInvalidRequest, "lease name in path is not valid percent-encoding")
+	}
+	l, err := s.g.store.Get(c.Request().Context(), name)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, viewOf(l))
+}
+
+func (s *Server) list(c echo.Context) error {
+	ls, err := s.g.store.List(c.Request().Context(), c.QueryParam("prefix"))
+	if err != nil {
+		return err
+	}
+	out := make([]LeaseView, len(ls))
+	for i, l := range ls {
+		out[i] = viewOf(l)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"leases": out})
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+	defer cancel()
+	if err := s.g.Ready(ctx); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// handleError writes every error as RFC 9457 problem+json.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	e := s.errorOf(err)
+	status := statusOf(e.Code)
+	if status >= 500 {
+		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "code", e.Code, "error", err)
+	}
+	doc := map[string]any{}
+	for k, v := range e.Extra {
+		doc[k] = v
+	}
+	p := problem{Type: "https://fencegate.dev/problems/" + string(e.Code), Title: http.StatusText(status),
+		Status: status, Detail: e.Detail, Code: e.Code}
+	raw, _ := json.Marshal(p)
+	_ = json.Unmarshal(raw, &doc)
+	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+	c.Response().WriteHeader(status)
+	_ = json.NewEncoder(c.Response()).Encode(doc)
+}
+
+// errorOf also maps echo's own errors (unknown route, wrong method).
+func (s *Server) errorOf(err error) *Error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return errorf(CodeNotFound, "no such route")
+		case http.StatusMethodNotAllowed:
+			return errorf(CodeInvalidRequest, "method not allowed on this route")
+		case http.StatusRequestEntityTooLarge:
+			return errorf(CodePayloadTooLarge, "request body too large")
+		}
+		return errorf(CodeInvalidRequest, "%v", he.Message)
+	}
+	return toError(err)
+}

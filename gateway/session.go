@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// session is the local state of one generation of one lease on this
+// replica: exactly one token bound to exactly one producer instance.
+//
+// mu serialises the transactions of the session (a producer has at most
+// one open transaction). The ownership state (deadline, ended) has its own
+// small lock so that renewals, takeovers and the reaper never wait behind a
+// transaction in flight.
+type session struct {
+	name       string
+	owner      string
+	token      int64
+	place      txnmap.Placement
+	producerID int64
+	epoch      int16
+
+	mu   sync.Mutex
+	prod *producer // nil once closed
+
+	state    sync.Mutex
+	deadline time.Time // monotonic: request start + TTL
+	ended    *Error    // why the session ended; nil while live
+}
+
+// admit is the one predicate that lets a request use a session: same owner,
+// same token, not ended and inside the local deadline. It never consults
+// Postgres (DESIGN.md section 4): produce must survive a lock-service blip,
+// and safety comes from the broker's epoch fence, not from this check.
+func (s *session) admit(owner string, token int64, now time.Time) *Error {
+	s.state.Lock()
+	defer s.state.Unlock()
+	switch {
+	case token != s.token:
+		return errorf(CodeLeaseLost, "token %d is not the current generation of %q on this replica (current %d)", token, s.name, s.token)
+	case owner != s.owner:
+		return errorf(CodeLeaseLost, "owner %q does not hold %q", owner, s.name)
+	case s.ended != nil:
+		return s.ended
+	case !now.Before(s.deadline):
+		// Fail closed: past the local deadline nothing is written, even if
+		// nobody took the lease.
+		s.ended = errorf(CodeLeaseLost, "lease %q expired (local deadline passed)", s.name)
+		return s.ended
+	}
+	return nil
+}
+
+// end marks the session ended with reason; the first reason wins.
+func (s *session) end(reason *Error) bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	if s.ended != nil {
+		return false
+	}
+	s.ended = reason
+	return true
+}
+
+// endedReason returns why the session ended, or nil.
+func (s *session) endedReason() *Error {
+	s.state.Lock()
+	defer s.state.Unlock()
+	return s.ended
+}
+
+// extend moves the local deadline after Postgres confirmed a renewal. It
+// never revives an ended session.
+func (s *session) extend(deadline time.Time) bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	if s.ended != nil {
+		return false
+	}
+	if deadline.After(s.deadline) {
+		s.deadline = deadline
+	}
+	return true
+}
+
+// remaining is the time left before the local deadline (never negative).
+func (s *session) remaining(now time.Time) time.Duration {
+	s.state.Lock()
+	defer s.state.Unlock()
+	return max(s.deadline.Sub(now), 0)
+}
+
+func (s *session) expired(now time.Time) bool {
+	s.state.Lock()
+	defer s.state.Unlock()
+	return !now.Before(s.deadline)
+}
+
+// closeProducer destroys the producer; the caller holds s.mu.
+func (s *session) closeProducer() {
+	if s.prod != nil {
+		s.prod.close()
+		s.prod = nil
+	}
+}
