@@ -34,6 +34,7 @@ func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, e
 		"enable.idempotence":     true,
 		"linger.ms":              1,
 		"go.logs.channel.enable": false,
+		"enable.metrics.push":    false,
 		// Delivery reports go to the per-batch channel; no other events
 		// are needed, so the events channel stays small.
 		"go.events.channel.size": 64,

@@ -70,7 +70,11 @@ func (g *Gateway) transact(ctx context.Context, s *session, req ProduceRequest) 
 	}
 	offsets, err := s.prod.send(tctx, s.place.Topic, s.place.Partition, g.stampAll(s, req))
 	if err != nil {
-		return nil, g.abortBatch(s, "produce", err)
+		aerr := g.abortBatch(s, "produce", err)
+		if e := s.admit(req.Owner, req.Token, g.cfg.Now()); e != nil && toError(aerr).Code == CodeBatchAborted {
+			return nil, e // the batch ran past the local deadline
+		}
+		return nil, aerr
 	}
 	if err := s.admit(req.Owner, req.Token, g.cfg.Now()); err != nil {
 		// The local deadline passed (or the session ended) while the batch

@@ -1,0 +1,334 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+	"github.com/fencegate/fencegate/verify"
+)
+
+const (
+	topic      = "shard-output"
+	partitions = 16
+	devToken   = "test-token"
+)
+
+var barrierKey = []byte("test barrier key 0123456789")
+
+// testBundle is one Postgres database and one kfake cluster shared by the
+// replicas of a test.
+type testBundle struct {
+	t       *testing.T
+	db      *pgtest.DB
+	store   *leasestore.Store
+	kafka   *kafkatest.Cluster
+	router  *txnmap.Router
+	auth    *gateway.Authenticator
+	ctx     context.Context
+	replica int
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db := pgtest.New(t)
+	store, err := leasestore.New(db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := txnmap.NewRouter("test", []txnmap.Route{{Pattern: "shard:*", Topic: topic, Partitions: partitions}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := gateway.NewAuthenticator([]gateway.Client{
+		{Name: "worker", TokenSHA256: gateway.HashToken(devToken), Allow: []string{"shard:*"}},
+		{Name: "narrow", TokenSHA256: gateway.HashToken("narrow-token"), Allow: []string{"shard:1?"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testBundle{t: t, db: db, store: store, kafka: kafkatest.Start(t, topic, partitions),
+		router: router, auth: auth, ctx: context.Background()}
+}
+
+// replica is one gateway process: a Gateway, its HTTP server and a clock
+// that a test can freeze (a paused process sees no time pass).
+type replica struct {
+	g     *gateway.Gateway
+	srv   *httptest.Server
+	clock *clock
+	name  string
+}
+
+type clock struct {
+	frozen atomic.Pointer[time.Time]
+	offset atomic.Int64
+}
+
+func (c *clock) now() time.Time {
+	if f := c.frozen.Load(); f != nil {
+		return *f
+	}
+	return time.Now().Add(time.Duration(c.offset.Load()))
+}
+
+// advance moves this replica's clock forward (a process that slept).
+func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+func (c *clock) freeze() { now := time.Now(); c.frozen.Store(&now) }
+
+func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
+	b.t.Helper()
+	b.replica++
+	clk := &clock{}
+	cfg := gateway.Config{
+		Replica:       fmt.Sprintf("replica-%d", b.replica),
+		Kafka:         gateway.KafkaConfig{Brokers: b.kafka.Brokers, TransactionTimeoutMS: 10000},
+		BarrierKey:    barrierKey,
+		CommitTimeout: 5 * time.Second,
+		ReapInterval:  50 * time.Millisecond,
+		Now:           clk.now,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	g, err := gateway.New(b.store, b.router, cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	srv := httptest.NewServer(gateway.NewServer(g, b.auth))
+	b.t.Cleanup(func() { srv.Close(); g.Close() })
+	return &replica{g: g, srv: srv, clock: clk, name: cfg.Replica}
+}
+
+// reply is a decoded HTTP answer.
+type reply struct {
+	status int
+	body   map[string]any
+	raw    []byte
+	header http.Header
+}
+
+func (r reply) code() string { s, _ := r.body["code"].(string); return s }
+
+func (r reply) int(field string) int64 {
+	n, _ := r.body[field].(json.Number)
+	v, _ := n.Int64()
+	return v
+}
+
+func (r *replica) do(t *testing.T, method, path string, body any) reply {
+	t.Helper()
+	return r.doAs(t, devToken, method, path, body)
+}
+
+func (r *replica) doAs(t *testing.T, token, method, path string, body any) reply {
+	t.Helper()
+	var rd io.Reader
+	switch v := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(v)
+	case string:
+		rd = bytes.NewReader([]byte(v))
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, r.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := reply{status: resp.StatusCode, raw: raw, header: resp.Header}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	_ = dec.Decode(&out.body)
+	return out
+}
+
+func (r *replica) acquire(t *testing.T, name, owner string, ttl time.Duration) reply {
+	t.Helper()
+	return r.do(t, "POST", "/v1/leases", map[string]any{"name": name, "owner_id": owner, "ttl_ms": ttl.Milliseconds()})
+}
+
+func (r *replica) regenerate(t *testing.T, name, owner string, token int64, ttl time.Duration) reply {
+	t.Helper()
+	return r.do(t, "POST", "/v1/leases", map[string]any{"name": name, "owner_id": owner, "ttl_ms": ttl.Milliseconds(), "token": token})
+}
+
+// mustAcquire acquires and returns the token.
+func (r *replica) mustAcquire(t *testing.T, name, owner string, ttl time.Duration) int64 {
+	t.Helper()
+	rep := r.acquire(t, name, owner, ttl)
+	if rep.status != http.StatusCreated {
+		t.Fatalf("acquire %s: %d %s", name, rep.status, rep.raw)
+	}
+	return rep.int("token")
+}
+
+func batchBody(owner string, token int64, batch string, n int) map[string]any {
+	recs := make([]map[string]any, n)
+	for i := range recs {
+		recs[i] = map[string]any{
+			"key":     map[string]any{"type": "STRING", "data": fmt.Sprintf("k%d", i)},
+			"value":   map[string]any{"type": "BINARY", "data": base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("%s/%d", batch, i)))},
+			"headers": map[string]string{"app": "test"},
+		}
+	}
+	return map[string]any{"owner_id": owner, "token": token, "batch_id": batch, "records": recs}
+}
+
+func (r *replica) produce(t *testing.T, name, owner string, token int64, batch string, n int) reply {
+	t.Helper()
+	return r.do(t, "POST", "/v1/leases/"+name+"/records", batchBody(owner, token, batch, n))
+}
+
+// ackLog records acknowledged batches for the I3 check.
+type ackLog struct {
+	mu    sync.Mutex
+	acked []verify.Batch
+}
+
+// mustProduce produces and logs the acknowledged batch.
+func (b *testBundle) mustProduce(t *testing.T, r *replica, log *ackLog, name, owner string, token int64, batch string, n int) {
+	t.Helper()
+	rep := r.produce(t, name, owner, token, batch, n)
+	if rep.status != http.StatusOK {
+		t.Fatalf("produce %s batch %s: %d %s", name, batch, rep.status, rep.raw)
+	}
+	var res gateway.ProduceResult
+	if err := json.Unmarshal(rep.raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Offsets) != n || res.Token != token {
+		t.Fatalf("produce reply %+v, want %d offsets under token %d", res, n, token)
+	}
+	log.mu.Lock()
+	log.acked = append(log.acked, verify.Batch{Lease: name, Token: token, BatchID: batch, Offsets: res.Offsets})
+	log.mu.Unlock()
+}
+
+// partitionOf returns the partition of a lease.
+func (b *testBundle) partitionOf(name string) int32 {
+	p, err := b.router.Resolve(name)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return p.Partition
+}
+
+// read returns the committed records of a lease's partition.
+func (b *testBundle) read(t *testing.T, name string) []verify.Record {
+	t.Helper()
+	recs, err := verify.ReadPartition(b.kafka.Brokers, topic, b.partitionOf(name), 30*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// checkInvariants asserts I2 and I3 on the lease's partition.
+func (b *testBundle) checkInvariants(t *testing.T, name string, log *ackLog) []verify.Record {
+	t.Helper()
+	recs := b.read(t, name)
+	for _, v := range verify.NoStaleWrite(recs) {
+		t.Errorf("%s", v)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, v := range verify.NoAckedLoss(recs, log.acked) {
+		t.Errorf("%s", v)
+	}
+	return recs
+}
+
+// waitExpired polls database time until the lease has ended.
+func (b *testBundle) waitExpired(t *testing.T, name string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		l, err := b.store.Get(b.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.Live() {
+			return
+		}
+	}
+	t.Fatalf("lease %s did not expire", name)
+}
+
+// gate is a hook that pauses one (hook, lease, token) until released.
+type gate struct {
+	hook    gateway.Hook
+	lease   string
+	token   atomic.Int64 // 0: any token
+	reached chan struct{}
+	release chan struct{}
+	once    sync.Once
+	armed   atomic.Bool
+}
+
+func newGate(h gateway.Hook, lease string) *gate {
+	g := &gate{hook: h, lease: lease, reached: make(chan struct{}), release: make(chan struct{})}
+	g.armed.Store(true)
+	return g
+}
+
+func (g *gate) fn(h gateway.Hook, lease string, token int64) {
+	if h != g.hook || lease != g.lease || !g.armed.Load() {
+		return
+	}
+	if want := g.token.Load(); want != 0 && want != token {
+		return
+	}
+	if !g.armed.CompareAndSwap(true, false) {
+		return
+	}
+	close(g.reached)
+	<-g.release
+}
+
+func (g *gate) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("hook %s of %s never reached", g.hook, g.lease)
+	}
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
+
+func hooks(g *gate) func(*gateway.Config) {
+	return func(c *gateway.Config) { c.Hooks.Fn = g.fn }
+}
+
+func strconvItoa(n int64) string { return fmt.Sprint(n) }

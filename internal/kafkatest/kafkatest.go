@@ -1,0 +1,28 @@
+// Package kafkatest starts the in-process kfake broker for tests.
+package kafkatest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// Cluster is a running kfake cluster.
+type Cluster struct {
+	*kfake.Cluster
+	Brokers string
+}
+
+// Start starts a one-broker kfake cluster with topic seeded with
+// partitions partitions, closed when t ends.
+func Start(t testing.TB, topic string, partitions int32, opts ...kfake.Opt) *Cluster {
+	t.Helper()
+	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic)}, opts...)
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return &Cluster{Cluster: c, Brokers: strings.Join(c.ListenAddrs(), ",")}
+}
