@@ -113,7 +113,9 @@ type Violation struct {
 	Detail    string
 }
 
-func (v Violation) String() string { return fmt.Sprintf("%s at offset %d: %s", v.Invariant, v.Offset, v.Detail) }
+func (v Violation) String() string {
+	return fmt.Sprintf("%s at offset %d: %s", v.Invariant, v.Offset, v.Detail)
+}
 
 // NoStaleWrite checks I2 for every lease in recs (one partition, offset
 // order).

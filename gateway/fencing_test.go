@@ -1,0 +1,124 @@
+package gateway_test
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/verify"
+)
+
+// takeover expires the lease held on old and has a new owner take it on
+// replica to, returning the new token.
+func (b *testBundle) takeover(t *testing.T, to *replica, name, owner string) int64 {
+	t.Helper()
+	b.waitExpired(t, name)
+	return to.mustAcquire(t, name, owner, 30*time.Second)
+}
+
+// tokensIn returns the data records of token in recs.
+func dataOf(recs []verify.Record, token int64) int {
+	n := 0
+	for _, r := range recs {
+		if !r.Barrier && r.Token == token {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFM01_FrozenOwnerCommitFenced: the old session's commit is held at a
+// hook with its records already sent (replica A is frozen: its clock stops,
+// so no local deadline saves us); the lease expires and a new owner takes
+// it on replica B. Released, A's commit must be refused by the broker.
+func TestFM01_FrozenOwnerCommitFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gate := newGate(gateway.HookBeforeCommit, "shard:1")
+	a := b.newReplica(hooks(gate))
+	bb := b.newReplica(nil)
+	old := a.mustAcquire(t, "shard:1", "indexer-17", 2*time.Second)
+	a.clock.freeze()
+	done := make(chan reply, 1)
+	go func() { done <- a.produce(t, "shard:1", "indexer-17", old, "frozen", 10) }()
+	gate.wait(t)
+	log := &ackLog{}
+	fresh := b.takeover(t, bb, "shard:1", "indexer-04")
+	b.mustProduce(t, bb, log, "shard:1", "indexer-04", fresh, "new-owner", 3)
+	gate.open()
+	rep := <-done
+	if rep.status != http.StatusConflict || rep.code() != "fenced" {
+		t.Fatalf("frozen owner's commit: %d %s, want 409 fenced", rep.status, rep.raw)
+	}
+	recs := b.checkInvariants(t, "shard:1", log)
+	if n := dataOf(recs, old); n != 0 {
+		t.Fatalf("%d records of the frozen owner's transaction are committed", n)
+	}
+	b.mustProduce(t, bb, log, "shard:1", "indexer-04", fresh, "after", 1)
+}
+
+// TestFM02_PauseBetweenCheckAndCommit: a produce passes the session check,
+// pauses, the lease moves, the produce resumes: only the broker decides.
+func TestFM02_PauseBetweenCheckAndCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gate := newGate(gateway.HookAdmitted, "shard:2")
+	a := b.newReplica(hooks(gate))
+	bb := b.newReplica(nil)
+	old := a.mustAcquire(t, "shard:2", "w-old", 2*time.Second)
+	a.clock.freeze()
+	done := make(chan reply, 1)
+	go func() { done <- a.produce(t, "shard:2", "w-old", old, "paused", 5) }()
+	gate.wait(t)
+	log := &ackLog{}
+	fresh := b.takeover(t, bb, "shard:2", "w-new")
+	b.mustProduce(t, bb, log, "shard:2", "w-new", fresh, "new", 2)
+	gate.open()
+	rep := <-done
+	if rep.status != http.StatusConflict || rep.code() != "fenced" {
+		t.Fatalf("resumed produce: %d %s, want 409 fenced", rep.status, rep.raw)
+	}
+	recs := b.checkInvariants(t, "shard:2", log)
+	if n := dataOf(recs, old); n != 0 {
+		t.Fatalf("%d records of the paused produce are committed", n)
+	}
+}
+
+// TestFM07_NoRecreationAfterFence: once fenced, the old token's produce is
+// refused without any producer being created or any transaction started.
+func TestFM07_NoRecreationAfterFence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.newReplica(nil)
+	bb := b.newReplica(nil)
+	old := a.mustAcquire(t, "shard:7", "w-old", 2*time.Second)
+	a.clock.freeze()
+	fresh := b.takeover(t, bb, "shard:7", "w-new")
+	rep := a.produce(t, "shard:7", "w-old", old, "after-fence", 1)
+	if rep.status != http.StatusConflict || rep.code() != "fenced" {
+		t.Fatalf("first produce after the fence: %d %s, want 409 fenced", rep.status, rep.raw)
+	}
+	var txnRequests atomic.Int64
+	for _, key := range []int16{kmsg.InitProducerID.Int16(), kmsg.AddPartitionsToTxn.Int16(), kmsg.Produce.Int16(), kmsg.EndTxn.Int16()} {
+		b.kafka.ControlKey(key, func(kmsg.Request) (kmsg.Response, error, bool) {
+			txnRequests.Add(1)
+			return nil, nil, false
+		})
+	}
+	for i := range 5 {
+		rep := a.produce(t, "shard:7", "w-old", old, "again", 1+i)
+		if rep.status != http.StatusConflict || rep.code() != "fenced" {
+			t.Fatalf("produce %d after the fence: %d %s", i, rep.status, rep.raw)
+		}
+	}
+	if n := txnRequests.Load(); n != 0 {
+		t.Fatalf("refused produces sent %d transactional requests to Kafka", n)
+	}
+	log := &ackLog{}
+	b.mustProduce(t, bb, log, "shard:7", "w-new", fresh, "new", 1)
+	b.checkInvariants(t, "shard:7", log)
+}
