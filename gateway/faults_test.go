@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 // the broker until release is closed; entered is closed when it arrives.
 func (b *testBundle) holdInitProducerID(transactionalID string) (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
+	var taken atomic.Bool
 	b.kafka.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		r := req.(*kmsg.InitProducerIDRequest)
 		if r.TransactionalID == nil || *r.TransactionalID != transactionalID {
@@ -27,6 +29,9 @@ func (b *testBundle) holdInitProducerID(transactionalID string) (entered, releas
 			return nil, nil, false
 		}
 		b.kafka.DropControl()
+		if !taken.CompareAndSwap(false, true) {
+			return nil, nil, false
+		}
 		close(entered)
 		b.kafka.SleepControl(func() { <-release })
 		return nil, nil, false

@@ -104,6 +104,9 @@ func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Pl
 // bumpAndBarrier runs InitTransactions (the epoch bump) and commits the
 // generation barrier.
 func (g *Gateway) bumpAndBarrier(ctx context.Context, s *session) error {
+	if err := s.prod.warm(ctx, s.place.Topic); err != nil {
+		return err
+	}
 	if err := s.prod.p.InitTransactions(ctx); err != nil {
 		return kafkaError("init transactions", err)
 	}

@@ -84,23 +84,25 @@ func (g *Gateway) transact(ctx context.Context, s *session, req ProduceRequest) 
 		return nil, err
 	}
 	g.cfg.Hooks.call(HookBeforeCommit, s.name, s.token)
-	if err := g.commit(tctx, s); err != nil {
+	if err := g.commit(ctx, s); err != nil {
 		return nil, err
 	}
 	return offsets, nil
 }
 
 // commit calls CommitTransaction, retrying what librdkafka calls retriable
-// inside the deadline.
+// inside the local deadline. Each attempt is bounded by CommitTimeout and
+// by the time left before the local deadline, measured now.
 func (g *Gateway) commit(ctx context.Context, s *session) error {
 	for {
-		cctx, cancel := context.WithTimeout(ctx, g.cfg.CommitTimeout)
+		left := s.remaining(g.cfg.Now())
+		cctx, cancel := context.WithTimeout(ctx, min(g.cfg.CommitTimeout, left))
 		err := s.prod.p.CommitTransaction(cctx)
 		cancel()
 		if err == nil {
 			return nil
 		}
-		if classify(err) == outcomeRetriable && ctx.Err() == nil {
+		if classify(err) == outcomeRetriable && s.remaining(g.cfg.Now()) > 0 && ctx.Err() == nil {
 			continue
 		}
 		if classify(err) == outcomeAbortable {
