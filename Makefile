@@ -30,6 +30,8 @@ bench: ## benchmarks against the throwaway Postgres and the embedded broker
 
 fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzFM18 -fuzztime 30s ./txnmap
+	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeProduce -fuzztime 30s ./gateway
+	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeAcquire -fuzztime 30s ./gateway
 
 run: ## the whole stack on embedded defaults (Postgres, broker, gateway on :8080)
 	@$(PG) start

@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// FuzzFM19_DecodeProduce: the produce decoder never panics, refuses with a
+// 4xx code, and whatever it accepts respects every limit and rule.
+func FuzzFM19_DecodeProduce(f *testing.F) {
+	seeds := []string{
+		`{"owner_id":"w","token":1,"batch_id":"b","records":[{"key":{"type":"STRING","data":"k"},"value":{"type":"BINARY","data":"aGk="}}]}`,
+		`{"owner_id":"w","token":"1","batch_id":"b","records":[]}`,
+		`{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":"JSON","data":{"a":[1,2]}},"headers":{"h":"v"}}]}`,
+		`{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":{"fencegate-token":"9"}}]}`,
+		`{"topic":"x"}`, `[]`, `{`, ``, `null`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeProduce(body, "shard:1", lim)
+		if err != nil {
+			if s := statusOf(err.Code); s < 400 || s >= 500 {
+				t.Fatalf("refusal with status %d (%s)", s, err.Code)
+			}
+			return
+		}
+		checkAccepted(t, req, lim)
+	})
+}
+
+func checkAccepted(t *testing.T, req ProduceRequest, lim Limits) {
+	t.Helper()
+	if req.Token <= 0 || req.Owner == "" || req.BatchID == "" {
+		t.Fatalf("accepted without token/owner/batch: %+v", req)
+	}
+	if len(req.Records) == 0 || len(req.Records) > lim.MaxRecords {
+		t.Fatalf("accepted %d records", len(req.Records))
+	}
+	for _, r := range req.Records {
+		size := len(r.Key) + len(r.Value)
+		for k, v := range r.Headers {
+			if len(k) >= len(barrier.ReservedPrefix) && bytes.EqualFold([]byte(k[:len(barrier.ReservedPrefix)]), []byte(barrier.ReservedPrefix)) {
+				t.Fatalf("accepted reserved header %q", k)
+			}
+			size += len(k) + len(v)
+		}
+		if size > lim.MaxRecordBytes {
+			t.Fatalf("accepted a record of %d bytes", size)
+		}
+	}
+}
+
+// FuzzFM19_DecodeAcquire: accepted acquires carry a valid name, an owner
+// and a positive TTL.
+func FuzzFM19_DecodeAcquire(f *testing.F) {
+	for _, s := range []string{`{"name":"shard:1","owner_id":"w","ttl_ms":1000}`,
+		`{"name":"shard:1","owner_id":"w","ttl_ms":1000,"token":5}`, `{"name":"a/b"}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeAcquire(body)
+		if err != nil {
+			if err.Code != CodeInvalidRequest {
+				t.Fatalf("refusal with code %s", err.Code)
+			}
+			return
+		}
+		if txnmap.ValidateName(req.Name) != nil || req.Owner == "" || req.TTL <= 0 || req.Token < 0 {
+			t.Fatalf("accepted %+v", req)
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted invalid JSON %q", body)
+		}
+	})
+}
