@@ -33,10 +33,9 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeProduce -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeAcquire -fuzztime 30s ./gateway
 
-run: ## the whole stack on embedded defaults (Postgres, broker, gateway on :8080)
+run: ## the whole stack on embedded defaults (Postgres :54329, dev broker :9092, gateway :8080)
 	@$(PG) start
-	@echo "gateway not built yet: this target runs migrations only until issue 3"
-	$(GO) run ./cmd/fencegate migrate
+	$(GO) run ./cmd/fencegate dev
 
 pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
 	@$(PG) start

@@ -26,6 +26,8 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"migrate": {"apply the embedded database migrations", runMigrate},
+		"serve":   {"run the gateway", runServe},
+		"dev":     {"run the whole stack on embedded defaults (development broker)", runDev},
 	}
 }
 

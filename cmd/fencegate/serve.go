@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// serveFlags are the settings of a gateway process.
+type serveFlags struct {
+	listen       string
+	databaseURL  string
+	brokers      string
+	saslMech     string
+	saslUser     string
+	saslPassword string
+	configPath   string
+	replica      string
+	barrierKey   string
+	minTTL       time.Duration
+	maxTTL       time.Duration
+	txnTimeout   time.Duration
+	migrate      bool
+	logJSON      bool
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
+	fs.StringVar(&f.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
+	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user of the gateway principal")
+	fs.StringVar(&f.saslPassword, "kafka-sasl-password", "", "SASL password")
+	fs.StringVar(&f.configPath, "config", "deploy/dev/fencegate.yaml", "routes and clients YAML file")
+	fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
+	fs.StringVar(&f.barrierKey, "barrier-key", "", "HMAC key for generation barriers, >= 16 bytes (required)")
+	fs.DurationVar(&f.minTTL, "min-ttl", 100*time.Millisecond, "shortest lease TTL accepted")
+	fs.DurationVar(&f.maxTTL, "max-ttl", 10*time.Minute, "longest lease TTL accepted")
+	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 10*time.Second, "transaction.timeout.ms of producers; keep below the TTLs in use")
+	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
+}
+
+func newLogger(w io.Writer, asJSON bool) *slog.Logger {
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f serveFlags
+	fs := flagSet("serve", stderr)
+	f.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return serve(ctx, f, newLogger(stderr, f.logJSON), nil)
+}
+
+// serve runs a gateway until ctx ends. ready, when not nil, receives the
+// listen address once the server accepts connections.
+func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- string) error {
+	_, router, auth, err := gateway.LoadFileConfig(f.configPath)
+	if err != nil {
+		return err
+	}
+	pool, store, err := openStore(ctx, f.databaseURL, f.migrate, f.minTTL, f.maxTTL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	g, err := gateway.New(store, router, gateway.Config{
+		Replica: f.replica,
+		Kafka: gateway.KafkaConfig{Brokers: f.brokers, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
+			SASLPassword: f.saslPassword, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
+		BarrierKey: []byte(f.barrierKey),
+		Logger:     log,
+	})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	return listenAndServe(ctx, f.listen, gateway.NewServer(g, auth), log, ready)
+}
+
+func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	if migrate {
+		if _, err := leasestore.Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+	}
+	store, err := leasestore.New(pool, leasestore.Config{MinTTL: minTTL, MaxTTL: maxTTL, ValidateName: txnmap.ValidateName})
+	if err == nil {
+		err = store.Verify(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, store, nil
+}
+
+func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger, ready chan<- string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("gateway listening", "addr", ln.Addr().String())
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("gateway stopped")
+	return nil
+}

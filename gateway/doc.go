@@ -1,0 +1,55 @@
+// Package gateway is fencegate's exclusive produce gateway: the HTTP lease
+// and produce API (echo/v4), one session per lease generation, and one
+// confluent-kafka-go transactional producer per session.
+//
+// # Handover (POST /v1/leases)
+//
+//	 worker          gateway replica                   Postgres            Kafka
+//	   │ acquire ──▶  1 grant ─────────────────────────▶ token N, pending
+//	   │              2 drop older local session (its producer closes)
+//	   │              3 new producer(transactional.id) ─────────────────▶ InitTransactions:
+//	   │                                                                   epoch+1, older
+//	   │                                                                   producers fenced
+//	   │              4 barrier{lease,N,owner,pid,epoch}+HMAC, commit ───▶ first record of N
+//	   │              5 activate (N current, pending, unexpired) ▶ active
+//	   │ ◀── 201 ──   6 only now
+//
+// Any failure of 2-5 or their deadline (a share of the TTL) closes the
+// producer, abandons the grant and answers an error: the worker does not
+// own the lease. A new generation for the current owner (ambiguous commit,
+// replica move) is the same path with the current token: Postgres CAS on
+// name + owner + token + unexpired gives N+1.
+//
+// # Produce (POST /v1/leases/{name}/records)
+//
+// session.admit (owner, token, not ended, local deadline) -> Begin ->
+// produce every record stamped with the fencegate-* headers -> Commit.
+// Produce never calls Postgres. A fenced or fatal error ends the session
+// for good (no re-creation, no other producer or transactional.id); an
+// abortable error aborts the batch (503 batch_aborted, nothing written);
+// an unknown outcome (timeout) ends the generation (409 generation_ended):
+// the worker asks for a new generation and retries the same batch_id.
+//
+// # Invariants (DESIGN.md section 4) and where they are enforced
+//
+//   - I1 token order: leasestore (sequence CACHE 1, nextval under the row
+//     lock, rows never deleted); Gateway.install never replaces a later
+//     token with an earlier one on this replica.
+//   - I2 no stale write: the broker's producer-epoch fence, set up by
+//     handover step 3 (bumpAndBarrier) before step 6; Gateway.fail never
+//     re-creates a producer for a fenced token. session.admit is an extra
+//     check, never the fence.
+//   - I3 no acked loss: a 200 is sent only after CommitTransaction
+//     returned success (Gateway.commit); offsets come from delivery reports
+//     of that transaction.
+//   - I4 no early ack: Gateway.Acquire returns a Grant only after
+//     InitTransactions, the barrier commit and Activate (predicated on the
+//     token still being current) all succeeded.
+//   - I5 fail closed: every error path closes the producer or ends the
+//     session and answers an error (toError maps each to one code);
+//     the local deadline (request start + TTL, monotonic clock) is never
+//     later than the database's expiry.
+//
+// Errors are RFC 9457 problem+json with a stable code; statusOf is the one
+// code-to-status mapping and toError the one error-to-code mapping.
+package gateway
