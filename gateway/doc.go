@@ -4,15 +4,15 @@
 //
 // # Handover (POST /v1/leases)
 //
-//	 worker          gateway replica                   Postgres            Kafka
-//	   │ acquire ──▶  1 grant ─────────────────────────▶ token N, pending
-//	   │              2 drop older local session (its producer closes)
-//	   │              3 new producer(transactional.id) ─────────────────▶ InitTransactions:
-//	   │                                                                   epoch+1, older
-//	   │                                                                   producers fenced
-//	   │              4 barrier{lease,N,owner,pid,epoch}+HMAC, commit ───▶ first record of N
-//	   │              5 activate (N current, pending, unexpired) ▶ active
-//	   │ ◀── 201 ──   6 only now
+//	worker          gateway replica                   Postgres            Kafka
+//	  │ acquire ──▶  1 grant ─────────────────────────▶ token N, pending
+//	  │              2 drop older local session (its producer closes)
+//	  │              3 new producer(transactional.id) ─────────────────▶ InitTransactions:
+//	  │                                                                   epoch+1, older
+//	  │                                                                   producers fenced
+//	  │              4 barrier{lease,N,owner,pid,epoch}+HMAC, commit ───▶ first record of N
+//	  │              5 activate (N current, pending, unexpired) ▶ active
+//	  │ ◀── 201 ──   6 only now
 //
 // Any failure of 2-5 or their deadline (a share of the TTL) closes the
 // producer, abandons the grant and answers an error: the worker does not

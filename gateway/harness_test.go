@@ -33,7 +33,7 @@ var barrierKey = []byte("test barrier key 0123456789")
 // testBundle is one Postgres database and one kfake cluster shared by the
 // replicas of a test.
 type testBundle struct {
-	t       *testing.T
+	t       testing.TB
 	db      *pgtest.DB
 	store   *leasestore.Store
 	kafka   *kafkatest.Cluster
@@ -43,7 +43,7 @@ type testBundle struct {
 	replica int
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	db := pgtest.New(t)
 	store, err := leasestore.New(db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
@@ -131,12 +131,12 @@ func (r reply) int(field string) int64 {
 	return v
 }
 
-func (r *replica) do(t *testing.T, method, path string, body any) reply {
+func (r *replica) do(t testing.TB, method, path string, body any) reply {
 	t.Helper()
 	return r.doAs(t, devToken, method, path, body)
 }
 
-func (r *replica) doAs(t *testing.T, token, method, path string, body any) reply {
+func (r *replica) doAs(t testing.TB, token, method, path string, body any) reply {
 	t.Helper()
 	var rd io.Reader
 	switch v := body.(type) {
@@ -173,18 +173,18 @@ func (r *replica) doAs(t *testing.T, token, method, path string, body any) reply
 	return out
 }
 
-func (r *replica) acquire(t *testing.T, name, owner string, ttl time.Duration) reply {
+func (r *replica) acquire(t testing.TB, name, owner string, ttl time.Duration) reply {
 	t.Helper()
 	return r.do(t, "POST", "/v1/leases", map[string]any{"name": name, "owner_id": owner, "ttl_ms": ttl.Milliseconds()})
 }
 
-func (r *replica) regenerate(t *testing.T, name, owner string, token int64, ttl time.Duration) reply {
+func (r *replica) regenerate(t testing.TB, name, owner string, token int64, ttl time.Duration) reply {
 	t.Helper()
 	return r.do(t, "POST", "/v1/leases", map[string]any{"name": name, "owner_id": owner, "ttl_ms": ttl.Milliseconds(), "token": token})
 }
 
 // mustAcquire acquires and returns the token.
-func (r *replica) mustAcquire(t *testing.T, name, owner string, ttl time.Duration) int64 {
+func (r *replica) mustAcquire(t testing.TB, name, owner string, ttl time.Duration) int64 {
 	t.Helper()
 	rep := r.acquire(t, name, owner, ttl)
 	if rep.status != http.StatusCreated {
@@ -205,7 +205,7 @@ func batchBody(owner string, token int64, batch string, n int) map[string]any {
 	return map[string]any{"owner_id": owner, "token": token, "batch_id": batch, "records": recs}
 }
 
-func (r *replica) produce(t *testing.T, name, owner string, token int64, batch string, n int) reply {
+func (r *replica) produce(t testing.TB, name, owner string, token int64, batch string, n int) reply {
 	t.Helper()
 	return r.do(t, "POST", "/v1/leases/"+name+"/records", batchBody(owner, token, batch, n))
 }
@@ -217,13 +217,13 @@ type ackLog struct {
 }
 
 // mustProduce produces and logs the acknowledged batch.
-func (b *testBundle) mustProduce(t *testing.T, r *replica, log *ackLog, name, owner string, token int64, batch string, n int) {
+func (b *testBundle) mustProduce(t testing.TB, r *replica, log *ackLog, name, owner string, token int64, batch string, n int) {
 	t.Helper()
 	b.mustProduceReplied(t, log, name, token, batch, r.produce(t, name, owner, token, batch, n))
 }
 
 // mustProduceReplied checks a produce reply and logs the acknowledged batch.
-func (b *testBundle) mustProduceReplied(t *testing.T, log *ackLog, name string, token int64, batch string, rep reply) {
+func (b *testBundle) mustProduceReplied(t testing.TB, log *ackLog, name string, token int64, batch string, rep reply) {
 	t.Helper()
 	if rep.status != http.StatusOK {
 		t.Fatalf("produce %s batch %s: %d %s", name, batch, rep.status, rep.raw)
@@ -250,7 +250,7 @@ func (b *testBundle) partitionOf(name string) int32 {
 }
 
 // read returns the committed records of a lease's partition.
-func (b *testBundle) read(t *testing.T, name string) []verify.Record {
+func (b *testBundle) read(t testing.TB, name string) []verify.Record {
 	t.Helper()
 	recs, err := verify.ReadPartition(b.kafka.Brokers, topic, b.partitionOf(name), 30*time.Second, nil)
 	if err != nil {
@@ -260,7 +260,7 @@ func (b *testBundle) read(t *testing.T, name string) []verify.Record {
 }
 
 // checkInvariants asserts I2 and I3 on the lease's partition.
-func (b *testBundle) checkInvariants(t *testing.T, name string, log *ackLog) []verify.Record {
+func (b *testBundle) checkInvariants(t testing.TB, name string, log *ackLog) []verify.Record {
 	t.Helper()
 	recs := b.read(t, name)
 	for _, v := range verify.NoStaleWrite(recs) {
@@ -275,7 +275,7 @@ func (b *testBundle) checkInvariants(t *testing.T, name string, log *ackLog) []v
 }
 
 // waitExpired polls database time until the lease has ended.
-func (b *testBundle) waitExpired(t *testing.T, name string) {
+func (b *testBundle) waitExpired(t testing.TB, name string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -321,7 +321,7 @@ func (g *gate) fn(h gateway.Hook, lease string, token int64) {
 	<-g.release
 }
 
-func (g *gate) wait(t *testing.T) {
+func (g *gate) wait(t testing.TB) {
 	t.Helper()
 	select {
 	case <-g.reached:
@@ -340,7 +340,7 @@ func strconvItoa(n int64) string { return fmt.Sprint(n) }
 
 // eventually polls cond until it holds or timeout passes (no sleeping for
 // an event: the condition is re-checked on a ticker with a deadline).
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
+func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -75,7 +75,7 @@ func leaseParam(c echo.Context) (string, error) {
 }
 
 func (s *Server) body(c echo.Context) ([]byte, error) {
-	b, err := readBody(c.Request().Body, s.g.cfg.Limits.MaxRequestBytes)
+	b, err := readBody(c.Request().Body, c.Request().ContentLength, s.g.cfg.Limits.MaxRequestBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,153 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+const (
+	benchLeases     = 64
+	benchRecords    = 100
+	benchRecordSize = 1024
+)
+
+// benchBody is one batch of benchRecords records of benchRecordSize bytes.
+func benchBody(owner string, token int64, batch string, value []byte) []byte {
+	enc := base64.StdEncoding.EncodeToString(value)
+	recs := make([]map[string]any, benchRecords)
+	for i := range recs {
+		recs[i] = map[string]any{"key": map[string]any{"type": "STRING", "data": fmt.Sprintf("k%d", i)},
+			"value": map[string]any{"type": "BINARY", "data": enc}}
+	}
+	raw, _ := json.Marshal(map[string]any{"owner_id": owner, "token": token, "batch_id": batch, "records": recs})
+	return raw
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(int(float64(len(ds))*p), len(ds)-1)]
+}
+
+// BenchmarkProduceGatewayVsDirect: each iteration, 64 leases each commit one
+// batch of 100 x 1 KiB records through the gateway (HTTP, one transaction
+// per batch), then 64 direct confluent-kafka-go transactional producers
+// commit the same batches on the same broker. Reported: records/s of both,
+// their ratio, and the handover (acquire) latency p50/p99 of the 64
+// acquires.
+func BenchmarkProduceGatewayVsDirect(b *testing.B) {
+	tb := setup(b)
+	r := tb.newReplica(nil)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * benchLeases}}
+	tokens := make([]int64, benchLeases)
+	var acq []time.Duration
+	for i := range tokens {
+		start := time.Now()
+		tokens[i] = r.mustAcquire(b, fmt.Sprintf("shard:%d", i), "bench", 10*time.Minute)
+		acq = append(acq, time.Since(start))
+	}
+	direct := newDirectProducers(b, tb.kafka.Brokers)
+	value := bytes.Repeat([]byte("x"), benchRecordSize)
+	var gw, dr time.Duration
+	round := 0
+	for b.Loop() {
+		round++
+		bodies := make([][]byte, benchLeases)
+		for i := range bodies {
+			bodies[i] = benchBody("bench", tokens[i], fmt.Sprintf("r%d", round), value)
+		}
+		start := time.Now()
+		parallel(benchLeases, func(i int) {
+			postBatch(b, client, r.srv.URL+fmt.Sprintf("/v1/leases/shard:%d/records", i), bodies[i])
+		})
+		gw += time.Since(start)
+		start = time.Now()
+		parallel(benchLeases, func(i int) { direct[i].commitBatch(b, int32(i%partitions), value) })
+		dr += time.Since(start)
+	}
+	recs := float64(round * benchLeases * benchRecords)
+	b.ReportMetric(recs/gw.Seconds(), "gateway_rec/s")
+	b.ReportMetric(recs/dr.Seconds(), "direct_rec/s")
+	b.ReportMetric(dr.Seconds()/gw.Seconds(), "ratio")
+	b.ReportMetric(float64(percentile(acq, 0.5).Microseconds())/1000, "acquire_p50_ms")
+	b.ReportMetric(float64(percentile(acq, 0.99).Microseconds())/1000, "acquire_p99_ms")
+}
+
+func parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn(i) }()
+	}
+	wg.Wait()
+}
+
+func postBatch(b *testing.B, client *http.Client, url string, body []byte) {
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+devToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		b.Errorf("produce: %d %s", resp.StatusCode, raw)
+	}
+}
+
+type directProducer struct{ p *kafka.Producer }
+
+func newDirectProducers(b *testing.B, brokers string) []*directProducer {
+	out := make([]*directProducer, benchLeases)
+	for i := range out {
+		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers,
+			"transactional.id": fmt.Sprintf("direct-%d", i), "linger.ms": 1, "enable.metrics.push": false,
+			"go.logs.channel.enable": false})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for range p.Events() {
+			}
+		}()
+		if err := p.InitTransactions(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		out[i] = &directProducer{p: p}
+		b.Cleanup(p.Close)
+	}
+	return out
+}
+
+func (d *directProducer) commitBatch(b *testing.B, partition int32, value []byte) {
+	t := topic
+	dch := make(chan kafka.Event, benchRecords)
+	if err := d.p.BeginTransaction(); err != nil {
+		b.Error(err)
+		return
+	}
+	for i := range benchRecords {
+		_ = d.p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: partition},
+			Key: []byte(fmt.Sprintf("k%d", i)), Value: value}, dch)
+	}
+	for range benchRecords {
+		if m := (<-dch).(*kafka.Message); m.TopicPartition.Error != nil {
+			b.Error(m.TopicPartition.Error)
+		}
+	}
+	if err := d.p.CommitTransaction(context.Background()); err != nil {
+		b.Error(err)
+	}
+}
