@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -260,5 +259,3 @@ func splitBrokers(s string) []string {
 	}
 	return out
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

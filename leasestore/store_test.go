@@ -94,7 +94,8 @@ func TestAcquireHeldNamesHolder(t *testing.T) {
 func TestFM03_ExpiredLeaseCannotRenew(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	l := acquireActive(t, b, "shard:3", "w1", 20*time.Millisecond)
+	// Long enough to activate on a loaded machine, short enough to wait out.
+	l := acquireActive(t, b, "shard:3", "w1", 300*time.Millisecond)
 	waitExpired(t, b, "shard:3")
 	_, err := b.store.Renew(b.ctx, "shard:3", "w1", l.Token, time.Minute)
 	var lost *leasestore.LostError
