@@ -12,7 +12,6 @@ package verify
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -85,25 +84,9 @@ func readUntil(c *kafka.Consumer, tp kafka.TopicPartition, high int64, deadline 
 }
 
 func parse(m *kafka.Message) Record {
-	r := Record{Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value, Seq: -1}
-	for _, h := range m.Headers {
-		v := string(h.Value)
-		switch h.Key {
-		case barrier.HeaderLease:
-			r.Lease = v
-		case barrier.HeaderToken:
-			r.Token, _ = strconv.ParseInt(v, 10, 64)
-		case barrier.HeaderOwner:
-			r.Owner = v
-		case barrier.HeaderBatch:
-			r.Batch = v
-		case barrier.HeaderSeq:
-			r.Seq, _ = strconv.Atoi(v)
-		case barrier.HeaderBarrier:
-			r.Barrier = v == "1"
-		}
-	}
-	return r
+	st, _ := barrier.ReadStamp(m.Headers)
+	return Record{Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value,
+		Lease: st.Lease, Token: st.Token, Owner: st.Owner, Batch: st.Batch, Seq: st.Seq, Barrier: st.Barrier}
 }
 
 // Violation is one breach of an invariant.
@@ -131,7 +114,7 @@ func NoStaleWrite(recs []Record) []Violation {
 			fence[r.Lease] = max(cur, r.Token)
 			continue
 		}
-		if !seen || r.Token != cur {
+		if !seen || barrier.Judge(cur, r.Token) != barrier.Current {
 			out = append(out, Violation{"I2", r.Offset, fmt.Sprintf("data of %s token %d under barrier token %d", r.Lease, r.Token, cur)})
 		}
 	}

@@ -1,0 +1,213 @@
+package materializer_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/materializer"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+const (
+	topic      = "shard-output"
+	partitions = 16
+)
+
+var key = []byte("test barrier key 0123456789")
+
+type testBundle struct {
+	t      testing.TB
+	db     *pgtest.DB
+	kafka  *kafkatest.Cluster
+	router *txnmap.Router
+	signer *barrier.Signer
+	writer *kafka.Producer
+	ctx    context.Context
+}
+
+func setup(t testing.TB) *testBundle {
+	t.Helper()
+	router, err := txnmap.NewRouter("test", []txnmap.Route{{Pattern: "shard:*", Topic: topic, Partitions: partitions}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := barrier.NewSigner(key)
+	b := &testBundle{t: t, db: pgtest.New(t), kafka: kafkatest.Start(t, topic, partitions), router: router,
+		signer: signer, ctx: context.Background()}
+	b.writer, err = kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.kafka.Brokers,
+		"enable.metrics.push": false, "go.logs.channel.enable": false, "linger.ms": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range b.writer.Events() {
+		}
+	}()
+	t.Cleanup(b.writer.Close)
+	return b
+}
+
+func (b *testBundle) newMaterializer(mod func(*materializer.Config)) *materializer.Materializer {
+	b.t.Helper()
+	return b.newMaterializerOn(b.db, mod)
+}
+
+func (b *testBundle) newMaterializerOn(db *pgtest.DB, mod func(*materializer.Config)) *materializer.Materializer {
+	b.t.Helper()
+	cfg := materializer.Config{Brokers: b.kafka.Brokers, BarrierKey: key, PollTimeout: 20 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	m, err := materializer.New(db.Pool, b.router, cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return m
+}
+
+// rec describes a record to write directly to the topic.
+type rec struct {
+	lease   string
+	token   int64
+	batch   string
+	seq     int
+	barrier bool
+	value   []byte // for barriers: the sealed grant (nil: seal a valid one)
+	bare    bool   // no fencegate headers at all
+}
+
+func data(lease string, token int64, batch string, seq int) rec {
+	return rec{lease: lease, token: token, batch: batch, seq: seq}
+}
+
+func bar(lease string, token int64) rec { return rec{lease: lease, token: token, barrier: true} }
+
+func (b *testBundle) seal(lease string, token int64) []byte {
+	v, err := b.signer.Seal(barrier.Grant{Lease: lease, Token: token, Owner: "o", TransactionalID: "fencegate/test/" + lease,
+		ProducerID: 7, Epoch: 1, IssuedAt: time.Unix(0, 0).UTC()})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
+// write produces recs, in order, to the partition of lease shard:1-style
+// names, and returns the offset of the last one.
+func (b *testBundle) write(partition int32, recs ...rec) int64 {
+	b.t.Helper()
+	t := topic
+	dch := make(chan kafka.Event, len(recs))
+	for _, r := range recs {
+		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: partition}, Value: []byte(fmt.Sprintf("%s/%d/%s/%d", r.lease, r.token, r.batch, r.seq))}
+		if !r.bare {
+			m.Headers = []kafka.Header{{Key: barrier.HeaderLease, Value: []byte(r.lease)},
+				{Key: barrier.HeaderToken, Value: []byte(strconv.FormatInt(r.token, 10))},
+				{Key: barrier.HeaderOwner, Value: []byte("o")}}
+		}
+		if r.barrier {
+			m.Headers = append(m.Headers, kafka.Header{Key: barrier.HeaderBarrier, Value: []byte("1")})
+			m.Value = r.value
+			if m.Value == nil {
+				m.Value = b.seal(r.lease, r.token)
+			}
+		} else if !r.bare {
+			m.Headers = append(m.Headers, kafka.Header{Key: barrier.HeaderBatch, Value: []byte(r.batch)},
+				kafka.Header{Key: barrier.HeaderSeq, Value: []byte(strconv.Itoa(r.seq))})
+		}
+		if err := b.writer.Produce(m, dch); err != nil {
+			b.t.Fatal(err)
+		}
+		ev := (<-dch).(*kafka.Message) // one at a time keeps the order exact
+		if ev.TopicPartition.Error != nil {
+			b.t.Fatal(ev.TopicPartition.Error)
+		}
+	}
+	return b.last(partition)
+}
+
+func (b *testBundle) last(partition int32) int64 {
+	_, high, err := b.writer.QueryWatermarkOffsets(topic, partition, 10000)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return high - 1
+}
+
+// runUntil runs m until partition's stored position passes lastOffset.
+func (b *testBundle) runUntil(m *materializer.Materializer, db *pgtest.DB, partition int32, lastOffset int64) {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	b.waitPosition(db, partition, lastOffset+1, done)
+	cancel()
+	if err := <-done; err != nil {
+		b.t.Fatalf("materializer: %v", err)
+	}
+}
+
+func (b *testBundle) waitPosition(db *pgtest.DB, partition int32, want int64, done chan error) {
+	b.t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for {
+		var pos int64
+		err := db.Pool.QueryRow(b.ctx, `SELECT next_offset FROM consumer_positions WHERE topic=$1 AND partition=$2`, topic, partition).Scan(&pos)
+		if err == nil && pos >= want {
+			return
+		}
+		select {
+		case err := <-done:
+			b.t.Fatalf("materializer stopped early: %v", err)
+		case <-tick.C:
+		case <-deadline:
+			b.t.Fatalf("position %d never reached %d", pos, want)
+		}
+	}
+}
+
+// snapshot renders the materializer's tables for comparison.
+func snapshot(t testing.TB, db *pgtest.DB) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, q := range []string{
+		`SELECT lease, token, batch_id, seq, partition, "offset", encode(value, 'escape'), headers::text FROM accepted_records ORDER BY partition, "offset"`,
+		`SELECT coalesce(lease,''), coalesce(token,0), coalesce(batch_id,''), coalesce(seq,-1), partition, "offset", reason FROM rejected_records ORDER BY partition, "offset"`,
+		`SELECT lease, token, barrier_partition, barrier_offset FROM fences ORDER BY lease`,
+		`SELECT lease, batch_id, seq FROM applied_keys ORDER BY 1, 2, 3`,
+	} {
+		rows, err := db.Pool.Query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			vals, _ := rows.Values()
+			fmt.Fprintln(&sb, vals...)
+		}
+		rows.Close()
+		sb.WriteString("--\n")
+	}
+	return sb.String()
+}
+
+func count(t testing.TB, db *pgtest.DB, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+const maxToken = math.MaxInt64

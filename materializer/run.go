@@ -1,0 +1,138 @@
+package materializer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// errPositionMoved: the stored position is not the one this instance
+// expected; another instance applied the range (FM14).
+var errPositionMoved = errors.New("consumer position moved")
+
+// Run consumes until ctx ends (nil) or a failure stops it (error). A
+// failure leaves Postgres as the last committed transaction left it; the
+// next Run resumes from consumer_positions.
+func (m *Materializer) Run(ctx context.Context) error {
+	c, err := m.newConsumer()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	next, err := m.assign(ctx, c)
+	if err != nil {
+		return err
+	}
+	m.running.Store(true)
+	defer m.running.Store(false)
+	for ctx.Err() == nil {
+		chunks, err := m.poll(c, next)
+		if err != nil {
+			return err
+		}
+		for key, recs := range chunks {
+			if err := m.applyChunk(ctx, c, next, key, recs); err != nil {
+				return err
+			}
+		}
+		m.updateLag(c, next)
+	}
+	return nil
+}
+
+// assign starts every routed partition at its stored position.
+func (m *Materializer) assign(ctx context.Context, c *kafka.Consumer) (map[partitionKey]int64, error) {
+	next := map[partitionKey]int64{}
+	var tps []kafka.TopicPartition
+	seen := map[string]bool{}
+	for _, r := range m.router.Routes() {
+		if seen[r.Topic] {
+			continue
+		}
+		seen[r.Topic] = true
+		for p := range r.Partitions {
+			key := partitionKey{r.Topic, p}
+			off, err := m.position(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			next[key] = off
+			topic := r.Topic
+			tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p, Offset: kafka.Offset(off)})
+		}
+	}
+	return next, c.Assign(tps)
+}
+
+func (m *Materializer) position(ctx context.Context, key partitionKey) (int64, error) {
+	if _, err := m.pool.Exec(ctx, qEnsurePosition, key.topic, key.partition); err != nil {
+		return 0, fmt.Errorf("position: %w", err)
+	}
+	var off int64
+	if err := m.pool.QueryRow(ctx, qReadPosition, key.topic, key.partition).Scan(&off); err != nil {
+		return 0, fmt.Errorf("position: %w", err)
+	}
+	return off, nil
+}
+
+// poll gathers up to MaxBatch records, grouped by partition in offset
+// order, skipping records below a partition's expected position.
+func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map[partitionKey][]*kafka.Message, error) {
+	out := map[partitionKey][]*kafka.Message{}
+	timeout := int(m.cfg.PollTimeout.Milliseconds())
+	for n := 0; n < m.cfg.MaxBatch; n++ {
+		ev := c.Poll(timeout)
+		if ev == nil {
+			break
+		}
+		timeout = 0 // drain what is buffered, then apply
+		switch e := ev.(type) {
+		case *kafka.Message:
+			key := partitionKey{*e.TopicPartition.Topic, e.TopicPartition.Partition}
+			if int64(e.TopicPartition.Offset) >= next[key] {
+				out[key] = append(out[key], e)
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, e
+			}
+			m.log.Warn("consumer error", "error", e)
+		}
+	}
+	return out, nil
+}
+
+// applyChunk applies one partition's records; when another instance moved
+// the position, it re-reads it and seeks there.
+func (m *Materializer) applyChunk(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64, key partitionKey, recs []*kafka.Message) error {
+	last := int64(recs[len(recs)-1].TopicPartition.Offset)
+	err := m.apply(ctx, key, next[key], last+1, recs)
+	if err == nil {
+		next[key] = last + 1
+		return nil
+	}
+	if !errors.Is(err, errPositionMoved) {
+		return err
+	}
+	off, err := m.position(ctx, key)
+	if err != nil {
+		return err
+	}
+	m.log.Info("position moved by another instance; seeking", "topic", key.topic, "partition", key.partition, "offset", off)
+	next[key] = off
+	topic := key.topic
+	return c.Seek(kafka.TopicPartition{Topic: &topic, Partition: key.partition, Offset: kafka.Offset(off)}, 0)
+}
+
+func (m *Materializer) updateLag(c *kafka.Consumer, next map[partitionKey]int64) {
+	m.lagMu.Lock()
+	defer m.lagMu.Unlock()
+	for key, off := range next {
+		_, high, err := c.GetWatermarkOffsets(key.topic, key.partition)
+		if err == nil && high >= 0 {
+			m.lag[key] = max(high-off, 0)
+		}
+	}
+}
