@@ -2,6 +2,7 @@ package materializer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -156,7 +157,34 @@ func (b *testBundle) runUntil(m *materializer.Materializer, db *pgtest.DB, parti
 	}
 }
 
+// runOrStop runs m until it stops on its own (its error) or reaches
+// lastOffset (nil).
+func (b *testBundle) runOrStop(m *materializer.Materializer, db *pgtest.DB, partition int32, lastOffset int64) error {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	if err := b.pollPosition(db, partition, lastOffset+1, done); err != nil {
+		return err
+	}
+	cancel()
+	if err := <-done; err != nil {
+		b.t.Fatalf("materializer: %v", err)
+	}
+	return nil
+}
+
 func (b *testBundle) waitPosition(db *pgtest.DB, partition int32, want int64, done chan error) {
+	b.t.Helper()
+	if err := b.pollPosition(db, partition, want, done); err != nil {
+		b.t.Fatalf("materializer stopped early: %v", err)
+	}
+}
+
+// pollPosition waits until the stored position reaches want (nil) or the
+// materializer stops (its error).
+func (b *testBundle) pollPosition(db *pgtest.DB, partition int32, want int64, done chan error) error {
 	b.t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -165,11 +193,14 @@ func (b *testBundle) waitPosition(db *pgtest.DB, partition int32, want int64, do
 		var pos int64
 		err := db.Pool.QueryRow(b.ctx, `SELECT next_offset FROM consumer_positions WHERE topic=$1 AND partition=$2`, topic, partition).Scan(&pos)
 		if err == nil && pos >= want {
-			return
+			return nil
 		}
 		select {
 		case err := <-done:
-			b.t.Fatalf("materializer stopped early: %v", err)
+			if err == nil {
+				err = errors.New("stopped without error")
+			}
+			return err
 		case <-tick.C:
 		case <-deadline:
 			b.t.Fatalf("position %d never reached %d", pos, want)
