@@ -62,7 +62,6 @@ func (m *Materializer) afterStatement() error {
 	return nil
 }
 
-
 // one runs a statement returning at most one int64 (ok=false: no row).
 func (a *applyTx) one(ctx context.Context, q string, args ...any) (v int64, ok bool, err error) {
 	err = a.tx.QueryRow(ctx, q, args...).Scan(&v)

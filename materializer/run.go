@@ -37,6 +37,11 @@ func (m *Materializer) Run(ctx context.Context) error {
 				return err
 			}
 		}
+		if len(chunks) == 0 {
+			if err := m.skipMarkers(ctx, c, next); err != nil {
+				return err
+			}
+		}
 		m.updateLag(c, next)
 	}
 	return nil
@@ -107,10 +112,14 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 // applyChunk applies one partition's records; when another instance moved
 // the position, it re-reads it and seeks there.
 func (m *Materializer) applyChunk(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64, key partitionKey, recs []*kafka.Message) error {
-	last := int64(recs[len(recs)-1].TopicPartition.Offset)
-	err := m.apply(ctx, key, next[key], last+1, recs)
+	return m.applyUpTo(ctx, c, next, key, int64(recs[len(recs)-1].TopicPartition.Offset)+1, recs)
+}
+
+// applyUpTo applies recs and moves the partition's position to newNext.
+func (m *Materializer) applyUpTo(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64, key partitionKey, newNext int64, recs []*kafka.Message) error {
+	err := m.apply(ctx, key, next[key], newNext, recs)
 	if err == nil {
-		next[key] = last + 1
+		next[key] = newNext
 		return nil
 	}
 	if !errors.Is(err, errPositionMoved) {
@@ -124,6 +133,30 @@ func (m *Materializer) applyChunk(ctx context.Context, c *kafka.Consumer, next m
 	next[key] = off
 	topic := key.topic
 	return c.Seek(kafka.TopicPartition{Topic: &topic, Partition: key.partition, Offset: kafka.Offset(off)}, 0)
+}
+
+// skipMarkers, when idle, moves stored positions past what read_committed
+// never delivers (transaction markers, aborted records), so that a caught-up
+// partition has no lag. Same compare-and-set as any apply.
+func (m *Materializer) skipMarkers(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64) error {
+	var tps []kafka.TopicPartition
+	for key := range next {
+		topic := key.topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: key.partition})
+	}
+	pos, err := c.Position(tps)
+	if err != nil {
+		return nil // positions unknown yet; try again when idle next
+	}
+	for _, tp := range pos {
+		key := partitionKey{*tp.Topic, tp.Partition}
+		if off := int64(tp.Offset); off > next[key] {
+			if err := m.applyUpTo(ctx, c, next, key, off, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (m *Materializer) updateLag(c *kafka.Consumer, next map[partitionKey]int64) {

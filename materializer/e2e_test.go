@@ -1,0 +1,144 @@
+package materializer_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// worker drives the gateway over HTTP like a real worker.
+type worker struct {
+	t     *testing.T
+	url   string
+	owner string
+	token int64
+}
+
+func (w *worker) call(method, path string, body any) (int, map[string]any) {
+	w.t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, w.url+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer t")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	_ = dec.Decode(&out)
+	return resp.StatusCode, out
+}
+
+func num(v any) int64 { n, _ := v.(json.Number).Int64(); return n }
+
+func (w *worker) acquire(name string, withToken bool) int {
+	body := map[string]any{"name": name, "owner_id": w.owner, "ttl_ms": 1500}
+	if withToken {
+		body["token"] = w.token
+	}
+	st, out := w.call("POST", "/v1/leases", body)
+	if st == http.StatusCreated {
+		w.token = num(out["token"])
+	}
+	return st
+}
+
+func (w *worker) produce(name, batch string, n int) (int, string) {
+	recs := make([]any, n)
+	for i := range recs {
+		recs[i] = map[string]any{"value": map[string]any{"type": "STRING", "data": fmt.Sprintf("%s/%d", batch, i)}}
+	}
+	st, out := w.call("POST", "/v1/leases/"+name+"/records", map[string]any{"owner_id": w.owner, "token": w.token, "batch_id": batch, "records": recs})
+	code, _ := out["code"].(string)
+	return st, code
+}
+
+// TestEndToEndGatewayToLedger: batches written through the gateway, with
+// takeovers after expiry and regenerations that retry the same batch_id,
+// all land in the ledger exactly once; a frozen owner's writes are
+// refused.
+func TestEndToEndGatewayToLedger(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store, _ := leasestore.New(b.db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
+	auth, _ := gateway.NewAuthenticator([]gateway.Client{{Name: "w", TokenSHA256: gateway.HashToken("t"), Allow: []string{"*"}}})
+	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Brokers: b.kafka.Brokers}, BarrierKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gateway.NewServer(g, auth))
+	t.Cleanup(func() { srv.Close(); g.Close() })
+
+	acked := map[string]int{} // batch -> records
+	w1 := &worker{t: t, url: srv.URL, owner: "w1"}
+	w2 := &worker{t: t, url: srv.URL, owner: "w2"}
+	if w1.acquire("shard:1", false) != http.StatusCreated {
+		t.Fatal("w1 acquire")
+	}
+	for i := range 3 {
+		batch := fmt.Sprintf("w1-%d", i)
+		if st, _ := w1.produce("shard:1", batch, 4); st == http.StatusOK {
+			acked[batch] = 4
+		}
+	}
+	// w1 regenerates (as after an ambiguous commit) and retries a batch.
+	if w1.acquire("shard:1", true) != http.StatusCreated {
+		t.Fatal("w1 regenerate")
+	}
+	if st, _ := w1.produce("shard:1", "w1-2", 4); st != http.StatusOK {
+		t.Fatal("retry of w1-2")
+	}
+	old := w1.token
+	// w1 freezes; w2 takes over after expiry.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for w2.acquire("shard:1", false) != http.StatusCreated {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("w2 never acquired")
+		}
+	}
+	for i := range 2 {
+		batch := fmt.Sprintf("w2-%d", i)
+		if st, _ := w2.produce("shard:1", batch, 3); st == http.StatusOK {
+			acked[batch] = 3
+		}
+	}
+	w1.token = old
+	if st, _ := w1.produce("shard:1", "w1-late", 2); st == http.StatusOK {
+		t.Fatal("the frozen owner's write was accepted")
+	}
+	last := b.last(b.partition("shard:1"))
+	b.runUntil(b.newMaterializer(nil), b.db, b.partition("shard:1"), last)
+	for batch, n := range acked {
+		if got := count(t, b.db, `SELECT count(*) FROM accepted_records WHERE batch_id = $1`, batch); got != int64(n) {
+			t.Errorf("batch %s: %d records in the ledger, want %d", batch, got, n)
+		}
+	}
+	if got := count(t, b.db, `SELECT count(*) FROM accepted_records WHERE batch_id = 'w1-late'`); got != 0 {
+		t.Fatalf("the frozen owner's batch is in the ledger")
+	}
+	if dup := count(t, b.db, `SELECT count(*) FROM rejected_records WHERE reason = 'duplicate'`); dup != 4 {
+		t.Fatalf("%d duplicate receipts, want 4 (the retried batch)", dup)
+	}
+}
+
+func (b *testBundle) partition(name string) int32 {
+	p, err := b.router.Resolve(name)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return p.Partition
+}
