@@ -8,9 +8,12 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fencegate/fencegate/gateway"
 )
+
+const resetLedgerSQL = `TRUNCATE fences, accepted_records, applied_keys, rejected_records, consumer_positions`
 
 // devBarrierKey signs barriers in development only.
 const devBarrierKey = "fencegate-development-barrier-key"
@@ -20,6 +23,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flagSet("dev", stderr)
 	f.register(fs)
 	kafkaListen := fs.String("kafka-listen", "127.0.0.1:9092", "listen address of the embedded development broker")
+	matListen := fs.String("materializer-listen", "127.0.0.1:8081", "listen address of the materializer's HTTP port")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -40,7 +44,25 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f.brokers = *kafkaListen
 	log.Warn("DEVELOPMENT BROKER: kfake from franz-go, in-process, NOT Apache Kafka; for development and tests only",
 		"addr", *kafkaListen)
-	return serve(ctx, f, log, nil)
+	// Migrate once before both components start.
+	pool, _, err := openStore(ctx, f.databaseURL, true, 0, 0)
+	if err != nil {
+		return err
+	}
+	// The development broker starts empty every time; the ledger of an
+	// earlier run would point at offsets that no longer exist.
+	_, err = pool.Exec(ctx, resetLedgerSQL)
+	pool.Close()
+	if err != nil {
+		return err
+	}
+	log.Info("development broker is empty: materializer state cleared (fences, ledger, positions)")
+	mf := materializeFlags{listen: *matListen, databaseURL: f.databaseURL, brokers: f.brokers,
+		configPath: f.configPath, barrierKey: f.barrierKey, logJSON: f.logJSON}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serve(gctx, f, log.With("component", "gateway"), nil) })
+	g.Go(func() error { return materialize(gctx, mf, log.With("component", "materializer")) })
+	return g.Wait()
 }
 
 // startDevBroker starts kfake on addr with every routed topic created.

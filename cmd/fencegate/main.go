@@ -25,9 +25,10 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"migrate": {"apply the embedded database migrations", runMigrate},
-		"serve":   {"run the gateway", runServe},
-		"dev":     {"run the whole stack on embedded defaults (development broker)", runDev},
+		"migrate":     {"apply the embedded database migrations", runMigrate},
+		"serve":       {"run the gateway", runServe},
+		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
+		"dev":         {"run the whole stack on embedded defaults (development broker)", runDev},
 	}
 }
 
