@@ -64,6 +64,8 @@ type Error struct {
 	Detail string
 	// Extra members of the problem document (e.g. the holder of a lease).
 	Extra map[string]any
+	// outcome refines a refused batch for metrics (expired vs stale).
+	outcome string
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Detail }

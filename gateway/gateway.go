@@ -8,6 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
@@ -58,6 +63,10 @@ type Config struct {
 	// Now is the monotonic clock for local deadlines (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// MeterProvider and TracerProvider receive the gateway's metrics and
+	// spans (default: no-op).
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) fill() error {
@@ -85,6 +94,12 @@ func (c *Config) fill() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = tracenoop.NewTracerProvider()
 	}
 	if c.Kafka.Brokers == "" {
 		return errors.New("gateway: Kafka.Brokers is required")
@@ -117,6 +132,8 @@ type Gateway struct {
 	signer *barrier.Signer
 	insp   *inspector
 	log    *slog.Logger
+	met    *metrics
+	tracer trace.Tracer
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -141,7 +158,12 @@ func New(store LeaseStore, router *txnmap.Router, cfg Config) (*Gateway, error) 
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{cfg: cfg, store: store, router: router, signer: signer, insp: insp,
-		log: cfg.Logger, sessions: map[string]*session{}, stop: make(chan struct{})}
+		log: cfg.Logger, sessions: map[string]*session{}, stop: make(chan struct{}),
+		tracer: cfg.TracerProvider.Tracer("github.com/fencegate/fencegate/gateway")}
+	if g.met, err = newMetrics(cfg.MeterProvider, g); err != nil {
+		insp.close()
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
 	g.reaped.Add(1)
 	go g.reapLoop()
 	return g, nil
@@ -160,6 +182,9 @@ func (g *Gateway) Close() {
 		g.mu.Unlock()
 		g.closers.Wait()
 		g.insp.close()
+		if g.met.observers != nil {
+			_ = g.met.observers.Unregister()
+		}
 	})
 }
 
@@ -172,16 +197,19 @@ func (g *Gateway) Ready(ctx context.Context) error {
 }
 
 // Sessions returns the number of live sessions on this replica.
-func (g *Gateway) Sessions() int {
+func (g *Gateway) Sessions() int { return len(g.liveSessions()) }
+
+// liveSessions returns the sessions not ended.
+func (g *Gateway) liveSessions() []*session {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := 0
+	out := make([]*session, 0, len(g.sessions))
 	for _, s := range g.sessions {
 		if s.endedReason() == nil {
-			n++
+			out = append(out, s)
 		}
 	}
-	return n
+	return out
 }
 
 // Idle waits until every producer being closed in the background is gone.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/leasestore"
@@ -49,23 +51,61 @@ type Grant struct {
 // Any failure closes the producer, abandons the grant and returns an
 // error: the caller does not own the lease (I4, I5).
 func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
-	start := g.cfg.Now()
+	ctx, span := g.tracer.Start(ctx, "fencegate.acquire", trace.WithAttributes(attrLease.String(req.Name)))
+	defer span.End()
+	start, began := g.cfg.Now(), time.Now()
 	place, err := g.router.Resolve(req.Name)
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, spanError(span, err)
 	}
-	lease, err := g.grant(ctx, req)
+	var lease leasestore.Lease
+	err = g.stage(ctx, stagePGGrant, func(ctx context.Context) (err error) {
+		lease, err = g.grant(ctx, req)
+		return err
+	})
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, spanError(span, err)
 	}
+	span.SetAttributes(attrToken.Int64(lease.Token))
 	g.cfg.Hooks.call(HookGranted, req.Name, lease.Token)
 	g.dropOlder(req.Name, lease.Token)
 	s, err := g.handover(ctx, start, place, lease)
 	if err != nil {
 		g.abandon(lease)
-		return Grant{}, err
+		return Grant{}, spanError(span, err)
 	}
+	span.SetAttributes(attrEpoch.Int64(int64(s.epoch)))
+	g.met.stage(ctx, stageTotal, began)
+	g.logHandover(lease, s)
 	return g.grantOf(s, lease), nil
+}
+
+func (g *Gateway) logHandover(lease leasestore.Lease, s *session) {
+	if lease.PrevToken == 0 {
+		g.log.Info("lease acquired", "fencegate.lease", s.name, "fencegate.token", s.token,
+			"owner", s.owner, "messaging.kafka.producer.epoch", s.epoch)
+		return
+	}
+	g.log.Info("lease handed over", "fencegate.lease", s.name, "old_token", lease.PrevToken,
+		"new_token", s.token, "old_owner", lease.PrevOwner, "owner", s.owner, "messaging.kafka.producer.epoch", s.epoch)
+}
+
+// stage runs one handover stage in its own span and records its duration.
+func (g *Gateway) stage(ctx context.Context, name string, fn func(context.Context) error) error {
+	ctx, span := g.tracer.Start(ctx, name)
+	defer span.End()
+	start := time.Now()
+	err := fn(ctx)
+	g.met.stage(ctx, name, start)
+	return spanError(span, err)
+}
+
+func spanError(span trace.Span, err error) error {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
 }
 
 func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lease, error) {
@@ -85,39 +125,51 @@ func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Pl
 	}
 	s := &session{name: lease.Name, owner: lease.OwnerID, token: lease.Token, place: place,
 		prod: prod, deadline: start.Add(lease.TTL)}
-	if err := g.bumpAndBarrier(hctx, s); err != nil {
+	err = g.stage(hctx, stageInit, func(ctx context.Context) error { return g.bump(ctx, s) })
+	if err == nil {
+		g.cfg.Hooks.call(HookInitialized, s.name, s.token)
+		err = g.stage(hctx, stageBarrier, func(ctx context.Context) error { return g.writeBarrier(ctx, s) })
+	}
+	if err == nil {
+		g.cfg.Hooks.call(HookBeforeActivate, lease.Name, lease.Token)
+		err = g.stage(hctx, stageActivate, func(ctx context.Context) error {
+			_, err := g.store.Activate(ctx, lease.Name, lease.Token, s.producerID, s.epoch)
+			return err
+		})
+	}
+	if err == nil && !g.install(s) {
+		err = errorf(CodeLeaseLost, "a later generation of %q is installed on this replica", lease.Name)
+	}
+	if err != nil {
 		prod.close()
 		return nil, err
-	}
-	g.cfg.Hooks.call(HookBeforeActivate, lease.Name, lease.Token)
-	if _, err := g.store.Activate(hctx, lease.Name, lease.Token, s.producerID, s.epoch); err != nil {
-		prod.close()
-		return nil, err
-	}
-	if !g.install(s) {
-		prod.close()
-		return nil, errorf(CodeLeaseLost, "a later generation of %q is installed on this replica", lease.Name)
 	}
 	return s, nil
 }
 
-// bumpAndBarrier runs InitTransactions (the epoch bump) and commits the
-// generation barrier.
-func (g *Gateway) bumpAndBarrier(ctx context.Context, s *session) error {
+// bump runs InitTransactions: the epoch bump that fences every earlier
+// producer of the transactional.id.
+func (g *Gateway) bump(ctx context.Context, s *session) error {
 	if err := s.prod.warm(ctx, s.place.Topic); err != nil {
 		return err
 	}
 	if err := s.prod.p.InitTransactions(ctx); err != nil {
 		return kafkaError("init transactions", err)
 	}
-	g.cfg.Hooks.call(HookInitialized, s.name, s.token)
+	g.met.bumps.Add(ctx, 1)
 	pid, epoch, err := g.insp.producerIdentity(ctx, s.place.TransactionalID)
 	if err != nil {
 		return err
 	}
 	s.producerID, s.epoch = pid, epoch
+	return nil
+}
+
+// writeBarrier commits the signed generation barrier in its own
+// transaction.
+func (g *Gateway) writeBarrier(ctx context.Context, s *session) error {
 	value, err := g.signer.Seal(barrier.Grant{Lease: s.name, Token: s.token, Owner: s.owner,
-		TransactionalID: s.place.TransactionalID, ProducerID: pid, Epoch: epoch, IssuedAt: time.Now().UTC()})
+		TransactionalID: s.place.TransactionalID, ProducerID: s.producerID, Epoch: s.epoch, IssuedAt: time.Now().UTC()})
 	if err != nil {
 		return err
 	}

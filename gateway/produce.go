@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencegate/fencegate/barrier"
 )
@@ -42,15 +45,25 @@ type ProduceResult struct {
 // aborts the batch; an unknown outcome (timeout) ends the generation, and
 // the worker asks for a new one and retries the same batch_id.
 func (g *Gateway) Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
+	ctx, span := g.tracer.Start(ctx, "fencegate.produce", trace.WithAttributes(
+		attrLease.String(req.Name), attrToken.Int64(req.Token)))
+	defer span.End()
+	res, err := g.produce(ctx, req)
+	g.met.batch(ctx, batchOutcome(err), len(req.Records))
+	return res, spanError(span, err)
+}
+
+func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
 	s := g.session(req.Name)
 	if s == nil {
-		return ProduceResult{}, errorf(CodeNotHolder,
-			"no session of %q on this replica; ask for a new generation with your current token", req.Name)
+		return ProduceResult{}, g.refused(req, 0, 0, errorf(CodeNotHolder,
+			"no session of %q on this replica; ask for a new generation with your current token", req.Name))
 	}
+	trace.SpanFromContext(ctx).SetAttributes(attrEpoch.Int64(int64(s.epoch)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.admit(req.Owner, req.Token, g.cfg.Now()); err != nil {
-		return ProduceResult{}, err
+		return ProduceResult{}, g.refused(req, s.token, s.epoch, err)
 	}
 	g.cfg.Hooks.call(HookAdmitted, s.name, s.token)
 	offsets, err := g.transact(ctx, s, req)
@@ -59,6 +72,32 @@ func (g *Gateway) Produce(ctx context.Context, req ProduceRequest) (ProduceResul
 	}
 	return ProduceResult{Name: s.name, Token: s.token, Topic: s.place.Topic,
 		Partition: s.place.Partition, Offsets: offsets, ProducerEpoch: s.epoch}, nil
+}
+
+// refused logs a write refused before it reached Kafka, once.
+func (g *Gateway) refused(req ProduceRequest, current int64, epoch int16, err *Error) *Error {
+	g.log.Warn("stale write refused", "fencegate.lease", req.Name, "fencegate.token", req.Token,
+		"current_token", current, "messaging.kafka.producer.epoch", epoch, "owner", req.Owner, "code", err.Code)
+	return err
+}
+
+// batchOutcome names the outcome of a produce call for metrics.
+func batchOutcome(err error) string {
+	if err == nil {
+		return outcomeCommitted
+	}
+	e := toError(err)
+	switch {
+	case e.outcome != "":
+		return e.outcome
+	case e.Code == CodeFenced:
+		return outcomeFencedOut
+	case e.Code == CodeLeaseLost, e.Code == CodeNotHolder:
+		return outcomeStaleToken
+	case e.Code == CodeInvalidRequest, e.Code == CodePayloadTooLarge:
+		return outcomeInvalid
+	}
+	return outcomeAborted
 }
 
 // transact runs Begin, produce, Commit; s.mu is held.
@@ -97,9 +136,11 @@ func (g *Gateway) commit(ctx context.Context, s *session) error {
 	for {
 		left := s.remaining(g.cfg.Now())
 		cctx, cancel := context.WithTimeout(ctx, min(g.cfg.CommitTimeout, left))
+		start := time.Now()
 		err := s.prod.p.CommitTransaction(cctx)
 		cancel()
 		if err == nil {
+			g.met.commit.Record(ctx, time.Since(start).Seconds())
 			return nil
 		}
 		if classify(err) == outcomeRetriable && s.remaining(g.cfg.Now()) > 0 && ctx.Err() == nil {
@@ -136,6 +177,7 @@ func (g *Gateway) abortBatch(s *session, step string, cause error) error {
 func (g *Gateway) fail(s *session, step string, err error) error {
 	var reason *Error
 	if classify(err) == outcomeFenced {
+		g.met.fenced.Add(context.Background(), 1)
 		reason = errorf(CodeFenced, "%s: the producer of token %d was fenced by a later generation of %q: %v", step, s.token, s.name, err)
 		g.log.Warn("producer fenced", "fencegate.lease", s.name, "fencegate.token", s.token,
 			"messaging.kafka.producer.epoch", s.epoch, "error", err)
@@ -180,6 +222,21 @@ func stamp(s *session, batch string, seq int) []kafka.Header {
 // (measured from the start of the request, so never later than the
 // database's expiry).
 func (g *Gateway) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (RenewResult, error) {
+	ctx, span := g.tracer.Start(ctx, "fencegate.renew", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
+	defer span.End()
+	res, err := g.renew(ctx, name, owner, token, ttl)
+	outcome := "ok"
+	if err != nil {
+		outcome = "lost"
+		if toError(err).Code == CodeStoreUnavailable {
+			outcome = "unavailable"
+		}
+	}
+	g.met.renewals.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	return res, spanError(span, err)
+}
+
+func (g *Gateway) renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (RenewResult, error) {
 	start := g.cfg.Now()
 	s := g.session(name)
 	if s == nil {
@@ -214,9 +271,12 @@ type RenewResult struct {
 // Release ends the caller's lease in Postgres and closes the session's
 // producer (after any transaction in flight finished).
 func (g *Gateway) Release(ctx context.Context, name, owner string, token int64) error {
+	ctx, span := g.tracer.Start(ctx, "fencegate.release", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
+	defer span.End()
 	if _, err := g.store.Release(ctx, name, owner, token); err != nil {
-		return err
+		return spanError(span, err)
 	}
+	g.log.Info("lease released", "fencegate.lease", name, "fencegate.token", token, "owner", owner)
 	if s := g.session(name); s != nil && s.token == token {
 		g.remove(s, errorf(CodeLeaseLost, "lease %q released", name))
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/fencegate/fencegate/leasestore"
 )
@@ -31,6 +33,7 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{g: g, auth: auth, e: e, log: g.log}
 	e.HTTPErrorHandler = s.handleError
+	e.Use(s.measure)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	v1 := e.Group("/v1", s.authenticate)
@@ -48,6 +51,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHT
 
 // Echo exposes the router so that other components (metrics) can add routes.
 func (s *Server) Echo() *echo.Echo { return s.e }
+
+// Metrics serves h at GET /metrics (no authentication: scrape from the
+// operator network).
+func (s *Server) Metrics(h http.Handler) { s.e.GET("/metrics", echo.WrapHandler(h)) }
+
+// measure records the request duration by route and status.
+func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		status := c.Response().Status
+		if err != nil {
+			status = statusOf(s.errorOf(err).Code)
+		}
+		s.g.met.httpDur.Record(c.Request().Context(), time.Since(start).Seconds(), metric.WithAttributes(
+			attribute.String("http.route", c.Path()), attribute.String("http.request.method", c.Request().Method),
+			attribute.Int("http.response.status_code", status)))
+		return err
+	}
+}
 
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -152,6 +175,7 @@ func (s *Server) produce(c echo.Context) error {
 	}
 	req, derr := decodeProduce(b, name, s.g.cfg.Limits)
 	if derr != nil {
+		s.g.met.batch(c.Request().Context(), outcomeInvalid, 0)
 		return derr
 	}
 	res, err := s.g.Produce(c.Request().Context(), req)

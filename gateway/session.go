@@ -48,6 +48,7 @@ func (s *session) admit(owner string, token int64, now time.Time) *Error {
 		// Fail closed: past the local deadline nothing is written, even if
 		// nobody took the lease.
 		s.ended = errorf(CodeLeaseLost, "lease %q expired (local deadline passed)", s.name)
+		s.ended.outcome = outcomeExpired
 		return s.ended
 	}
 	return nil

@@ -185,7 +185,7 @@ func scanLease(row scanner, withNow bool) (Lease, error) {
 	var ttlMS int64
 	var epoch int32
 	dest := []any{&l.Name, &l.OwnerID, &l.Token, &l.State, &l.GrantedAt, &l.ExpiresAt,
-		&ttlMS, &l.Holder, &l.ProducerID, &epoch, &l.UpdatedAt}
+		&ttlMS, &l.Holder, &l.ProducerID, &epoch, &l.UpdatedAt, &l.PrevToken, &l.PrevOwner}
 	if withNow {
 		dest = append(dest, &l.Now)
 	}

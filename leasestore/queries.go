@@ -30,7 +30,8 @@ SELECT cache_size, cycle
 
 // leaseColumns is the column list every query returns for a Lease.
 const leaseColumns = `name, owner_id, fencing_token, state, granted_at, expires_at,
-       ttl_ms, holder, COALESCE(producer_id, -1), COALESCE(producer_epoch, -1), updated_at`
+       ttl_ms, holder, COALESCE(producer_id, -1), COALESCE(producer_epoch, -1), updated_at,
+       COALESCE(prev_token, 0), COALESCE(prev_owner_id, '')`
 
 // qAcquire grants a lease: insert a new row, or take over a row whose lease
 // has ended (expires_at <= clock_timestamp(); released rows have ended too).

@@ -34,6 +34,10 @@ type Lease struct {
 	ProducerID    int64 // -1 until activated
 	ProducerEpoch int16 // -1 until activated
 	UpdatedAt     time.Time
+	// PrevToken and PrevOwner describe the generation this grant
+	// superseded (0 and "" for a first grant).
+	PrevToken int64
+	PrevOwner string
 	// Now is the database time at which the row was read (Get and List only).
 	Now time.Time
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
@@ -18,15 +19,26 @@ type applyTx struct {
 	tx       pgx.Tx
 	key      partitionKey
 	fences   map[string]int64
-	verdicts []Verdict
+	advanced map[string]int64 // fences moved by this transaction
+	verdicts []judged
+}
+
+// judged is one record's verdict, reported once the transaction commits.
+type judged struct {
+	v      Verdict
+	lease  string
+	token  int64
+	offset int64
 }
 
 // apply applies recs of one partition in one transaction, moving the
 // position from expected to newNext by compare-and-set.
 func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, newNext int64, recs []*kafka.Message) error {
-	var verdicts []Verdict
+	var verdicts []judged
+	var fences map[string]int64
+	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}}
+		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}, advanced: map[string]int64{}}
 		tag, err := tx.Exec(ctx, qAdvancePosition, key.topic, key.partition, expected, newNext)
 		if err != nil {
 			return err
@@ -42,15 +54,26 @@ func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, ne
 				return err
 			}
 		}
-		verdicts = a.verdicts
+		verdicts, fences = a.verdicts, a.advanced
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	for _, v := range verdicts {
-		m.count(v)
+	m.met.transaction(ctx, start)
+	for _, j := range verdicts {
+		m.count(j.v)
+		m.met.verdict(ctx, j.v)
+		if j.v != Accepted && j.v != Barrier {
+			m.log.Warn("record refused", "verdict", j.v, "fencegate.lease", j.lease, "fencegate.token", j.token,
+				"topic", key.topic, "partition", key.partition, "offset", j.offset)
+		}
 	}
+	m.fenceMu.Lock()
+	for lease, token := range fences {
+		m.fences[lease] = token
+	}
+	m.fenceMu.Unlock()
 	return nil
 }
 
@@ -122,7 +145,7 @@ func (a *applyTx) record(ctx context.Context, r *kafka.Message) error {
 	if !fresh {
 		return a.reject(ctx, r, st, Duplicate, fmt.Sprintf("batch %q seq %d already applied", st.Batch, st.Seq))
 	}
-	a.verdicts = append(a.verdicts, Accepted)
+	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
 	return a.write(ctx, qAccept, st.Lease, st.Token, st.Batch, st.Seq, a.key.topic, a.key.partition,
 		int64(r.TopicPartition.Offset), r.Key, r.Value, userHeaders(r.Headers))
 }
@@ -137,7 +160,8 @@ func (a *applyTx) barrier(ctx context.Context, r *kafka.Message, st barrier.Stam
 		return a.reject(ctx, r, st, BadBarrier, why)
 	}
 	a.fences[st.Lease] = g.Token
-	a.verdicts = append(a.verdicts, Barrier)
+	a.advanced[st.Lease] = g.Token
+	a.verdicts = append(a.verdicts, judged{Barrier, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
 	return a.write(ctx, qAdvanceFence, g.Lease, g.Token, g.Owner, g.ProducerID, int32(g.Epoch),
 		a.key.partition, int64(r.TopicPartition.Offset))
 }
@@ -160,7 +184,7 @@ func (m *Materializer) checkBarrier(key partitionKey, st barrier.Stamp, value []
 }
 
 func (a *applyTx) reject(ctx context.Context, r *kafka.Message, st barrier.Stamp, v Verdict, detail string) error {
-	a.verdicts = append(a.verdicts, v)
+	a.verdicts = append(a.verdicts, judged{v, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
 	return a.write(ctx, qReject, nullable(st.Lease), nullableInt(st.Token), nullable(st.Batch), nullableSeq(st.Seq),
 		a.key.topic, a.key.partition, int64(r.TopicPartition.Offset), string(v), detail)
 }

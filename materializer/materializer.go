@@ -36,6 +36,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/txnmap"
@@ -82,6 +84,8 @@ type Config struct {
 	PollTimeout time.Duration
 	Hooks       Hooks
 	Logger      *slog.Logger
+	// MeterProvider receives the metrics (default: no-op).
+	MeterProvider metric.MeterProvider
 }
 
 func (c *Config) fill() error {
@@ -100,6 +104,9 @@ func (c *Config) fill() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = noop.NewMeterProvider()
+	}
 	return nil
 }
 
@@ -116,6 +123,9 @@ type Materializer struct {
 	lagMu    sync.Mutex
 	lag      map[partitionKey]int64
 	running  atomic.Bool
+	met      *metrics
+	fenceMu  sync.Mutex
+	fences   map[string]int64 // lease -> token, as committed by this instance
 }
 
 type partitionKey struct {
@@ -133,11 +143,32 @@ func New(pool *pgxpool.Pool, router *txnmap.Router, cfg Config) (*Materializer, 
 		return nil, fmt.Errorf("materializer: %w", err)
 	}
 	m := &Materializer{pool: pool, router: router, signer: signer, cfg: cfg, log: cfg.Logger,
-		lag: map[partitionKey]int64{}}
+		lag: map[partitionKey]int64{}, fences: map[string]int64{}}
 	for _, v := range Verdicts {
 		m.verdicts.Store(v, new(atomic.Int64))
 	}
+	if m.met, err = newMetrics(cfg.MeterProvider, m); err != nil {
+		return nil, fmt.Errorf("materializer: metrics: %w", err)
+	}
 	return m, nil
+}
+
+// Close releases the metric callbacks.
+func (m *Materializer) Close() {
+	if m.met.reg != nil {
+		_ = m.met.reg.Unregister()
+	}
+}
+
+// Fences returns the fence per lease as committed by this instance.
+func (m *Materializer) Fences() map[string]int64 {
+	m.fenceMu.Lock()
+	defer m.fenceMu.Unlock()
+	out := make(map[string]int64, len(m.fences))
+	for k, v := range m.fences {
+		out[k] = v
+	}
+	return out
 }
 
 // Counts returns how many records got each verdict since start.

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/materializer"
 )
 
@@ -65,15 +66,23 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		consumer = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": f.saslMech,
 			"sasl.username": f.saslUser, "sasl.password": f.saslPassword}
 	}
-	m, err := materializer.New(pool, router, materializer.Config{Brokers: f.brokers, Consumer: consumer,
-		BarrierKey: []byte(f.barrierKey), Logger: log})
+	mp, metricsHandler, err := telemetry.Prometheus()
 	if err != nil {
 		return err
 	}
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	m, err := materializer.New(pool, router, materializer.Config{Brokers: f.brokers, Consumer: consumer,
+		BarrierKey: []byte(f.barrierKey), Logger: log, MeterProvider: mp})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	mux := m.Handler()
+	mux.Handle("GET /metrics", metricsHandler)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return m.Run(gctx) })
 	g.Go(func() error {
-		return listenAndServe(gctx, f.listen, m.Handler(), log.With("component", "materializer"), nil)
+		return listenAndServe(gctx, f.listen, mux, log.With("component", "materializer"), nil)
 	})
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -84,7 +85,18 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer pool.Close()
+	mp, metricsHandler, err := telemetry.Prometheus()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	tp, stopTracing, err := telemetry.Tracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
 	g, err := gateway.New(store, router, gateway.Config{
+		MeterProvider: mp, TracerProvider: tp,
 		Replica: f.replica,
 		Kafka: gateway.KafkaConfig{Brokers: f.brokers, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
 			SASLPassword: f.saslPassword, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
@@ -95,7 +107,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer g.Close()
-	return listenAndServe(ctx, f.listen, gateway.NewServer(g, auth), log, ready)
+	srv := gateway.NewServer(g, auth)
+	srv.Metrics(metricsHandler)
+	return listenAndServe(ctx, f.listen, srv, log, ready)
 }
 
 func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {

@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Handover stages, as metric and span names (DESIGN.md section 8).
+const (
+	stagePGGrant  = "pg_grant"
+	stageInit     = "init_transactions"
+	stageBarrier  = "barrier"
+	stageActivate = "activate"
+	stageTotal    = "total"
+)
+
+// Batch outcomes.
+const (
+	outcomeCommitted  = "committed"
+	outcomeStaleToken = "stale_token"
+	outcomeFencedOut  = "fenced"
+	outcomeExpired    = "expired"
+	outcomeAborted    = "aborted"
+	outcomeInvalid    = "invalid"
+)
+
+// Attribute keys shared by metrics, spans and logs.
+const (
+	attrLease = attribute.Key("fencegate.lease")
+	attrToken = attribute.Key("fencegate.token")
+	attrEpoch = attribute.Key("messaging.kafka.producer.epoch")
+)
+
+// metrics are the gateway's instruments, created once per Gateway.
+type metrics struct {
+	handover  metric.Float64Histogram
+	bumps     metric.Int64Counter
+	fenced    metric.Int64Counter
+	batches   metric.Int64Counter
+	records   metric.Int64Counter
+	commit    metric.Float64Histogram
+	renewals  metric.Int64Counter
+	httpDur   metric.Float64Histogram
+	observers metric.Registration
+}
+
+func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
+	m := mp.Meter("github.com/fencegate/fencegate/gateway")
+	var (
+		x   metrics
+		err error
+	)
+	seconds := metric.WithExplicitBucketBoundaries(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
+	try := func(f func() error) {
+		if err == nil {
+			err = f()
+		}
+	}
+	try(func() (e error) {
+		x.handover, e = m.Float64Histogram("fencegate.handover.duration", metric.WithUnit("s"), seconds,
+			metric.WithDescription("Duration of a handover by stage (pg_grant, init_transactions, barrier, activate) and in total."))
+		return
+	})
+	try(func() (e error) {
+		x.bumps, e = m.Int64Counter("fencegate.epoch.bumps", metric.WithUnit("{bump}"),
+			metric.WithDescription("Producer epochs bumped by InitTransactions at handovers."))
+		return
+	})
+	try(func() (e error) {
+		x.fenced, e = m.Int64Counter("fencegate.producers.fenced", metric.WithUnit("{producer}"),
+			metric.WithDescription("Producers whose generation was fenced by a later epoch."))
+		return
+	})
+	try(func() (e error) {
+		x.batches, e = m.Int64Counter("fencegate.batches", metric.WithUnit("{batch}"),
+			metric.WithDescription("Produce batches by outcome (committed, stale_token, fenced, expired, aborted, invalid)."))
+		return
+	})
+	try(func() (e error) {
+		x.records, e = m.Int64Counter("fencegate.records", metric.WithUnit("{record}"),
+			metric.WithDescription("Records of produce batches by outcome."))
+		return
+	})
+	try(func() (e error) {
+		x.commit, e = m.Float64Histogram("fencegate.batch.commit.duration", metric.WithUnit("s"), seconds,
+			metric.WithDescription("CommitTransaction latency of committed batches."))
+		return
+	})
+	try(func() (e error) {
+		x.renewals, e = m.Int64Counter("fencegate.renewals", metric.WithUnit("{renewal}"),
+			metric.WithDescription("Lease renewals by outcome (ok, lost, unavailable)."))
+		return
+	})
+	try(func() (e error) {
+		x.httpDur, e = m.Float64Histogram("http.server.request.duration", metric.WithUnit("s"), seconds,
+			metric.WithDescription("HTTP request duration by route and status."))
+		return
+	})
+	try(func() error { return x.observe(m, g) })
+	return &x, err
+}
+
+// observe registers the gauges read from the live sessions: the active
+// count, and per lease the current token and producer epoch. They are
+// bounded by this replica's sessions and vanish when a session ends.
+func (x *metrics) observe(m metric.Meter, g *Gateway) error {
+	active, err := m.Int64ObservableGauge("fencegate.sessions.active", metric.WithUnit("{session}"),
+		metric.WithDescription("Live lease sessions on this replica."))
+	if err != nil {
+		return err
+	}
+	token, err := m.Int64ObservableGauge("fencegate.lease.token", metric.WithUnit("{token}"),
+		metric.WithDescription("Current fencing token per lease held on this replica."))
+	if err != nil {
+		return err
+	}
+	epoch, err := m.Int64ObservableGauge("fencegate.lease.producer.epoch", metric.WithUnit("{epoch}"),
+		metric.WithDescription("Producer epoch per lease held on this replica."))
+	if err != nil {
+		return err
+	}
+	x.observers, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		live := g.liveSessions()
+		o.ObserveInt64(active, int64(len(live)))
+		for _, s := range live {
+			set := metric.WithAttributes(attrLease.String(s.name))
+			o.ObserveInt64(token, s.token, set)
+			o.ObserveInt64(epoch, int64(s.epoch), set)
+		}
+		return nil
+	}, active, token, epoch)
+	return err
+}
+
+func (x *metrics) stage(ctx context.Context, stage string, since time.Time) {
+	x.handover.Record(ctx, time.Since(since).Seconds(), metric.WithAttributes(attribute.String("stage", stage)))
+}
+
+func (x *metrics) batch(ctx context.Context, outcome string, records int) {
+	set := metric.WithAttributes(attribute.String("outcome", outcome))
+	x.batches.Add(ctx, 1, set)
+	x.records.Add(ctx, int64(records), set)
+}

@@ -1,0 +1,63 @@
+package materializer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// metrics are the materializer's instruments, created once.
+type metrics struct {
+	records metric.Int64Counter
+	txn     metric.Float64Histogram
+	reg     metric.Registration
+}
+
+func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
+	meter := mp.Meter("github.com/fencegate/fencegate/materializer")
+	var x metrics
+	var err error
+	if x.records, err = meter.Int64Counter("fencegate.materializer.records", metric.WithUnit("{record}"),
+		metric.WithDescription("Records by verdict (accepted, barrier, stale, unfenced, duplicate, bad_barrier, malformed).")); err != nil {
+		return nil, err
+	}
+	if x.txn, err = meter.Float64Histogram("fencegate.materializer.transaction.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5),
+		metric.WithDescription("Duration of one apply transaction.")); err != nil {
+		return nil, err
+	}
+	fence, err := meter.Int64ObservableGauge("fencegate.materializer.fence.token", metric.WithUnit("{token}"),
+		metric.WithDescription("Token of the generation in force per lease, as applied by this instance."))
+	if err != nil {
+		return nil, err
+	}
+	lag, err := meter.Int64ObservableGauge("fencegate.materializer.lag", metric.WithUnit("{record}"),
+		metric.WithDescription("High watermark minus the next offset to apply, per partition."))
+	if err != nil {
+		return nil, err
+	}
+	x.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for lease, token := range m.Fences() {
+			o.ObserveInt64(fence, token, metric.WithAttributes(attribute.String("fencegate.lease", lease)))
+		}
+		m.lagMu.Lock()
+		defer m.lagMu.Unlock()
+		for k, v := range m.lag {
+			o.ObserveInt64(lag, v, metric.WithAttributes(attribute.String("messaging.destination.name", k.topic),
+				attribute.String("messaging.destination.partition.id", fmt.Sprint(k.partition))))
+		}
+		return nil
+	}, fence, lag)
+	return &x, err
+}
+
+func (x *metrics) verdict(ctx context.Context, v Verdict) {
+	x.records.Add(ctx, 1, metric.WithAttributes(attribute.String("verdict", string(v))))
+}
+
+func (x *metrics) transaction(ctx context.Context, since time.Time) {
+	x.txn.Record(ctx, time.Since(since).Seconds())
+}
