@@ -68,10 +68,11 @@ func setup(t testing.TB) *testBundle {
 // replica is one gateway process: a Gateway, its HTTP server and a clock
 // that a test can freeze (a paused process sees no time pass).
 type replica struct {
-	g     *gateway.Gateway
-	srv   *httptest.Server
-	clock *clock
-	name  string
+	g          *gateway.Gateway
+	srv        *httptest.Server
+	clock      *clock
+	name       string
+	metricsURL string
 }
 
 type clock struct {
