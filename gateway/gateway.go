@@ -28,6 +28,7 @@ type LeaseStore interface {
 	Abandon(ctx context.Context, name string, token int64) error
 	Get(ctx context.Context, name string) (leasestore.Lease, error)
 	List(ctx context.Context, prefix string) ([]leasestore.Lease, error)
+	Events(ctx context.Context, name string, limit int) ([]leasestore.Event, error)
 	Ping(ctx context.Context) error
 }
 

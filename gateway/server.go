@@ -197,6 +197,21 @@ type LeaseView struct {
 	Holder        string    `json:"holder"`
 	ProducerID    int64     `json:"producer_id"`
 	ProducerEpoch int16     `json:"producer_epoch"`
+	// Events are the newest lease_events rows, newest first (single-lease
+	// view only).
+	Events []EventView `json:"events,omitempty"`
+}
+
+// EventView is one lease_events row.
+type EventView struct {
+	Kind          string    `json:"kind"`
+	Token         int64     `json:"token"`
+	OwnerID       string    `json:"owner_id"`
+	Holder        string    `json:"holder"`
+	ProducerID    int64     `json:"producer_id"`
+	ProducerEpoch int16     `json:"producer_epoch"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	At            time.Time `json:"at"`
 }
 
 func viewOf(l leasestore.Lease) LeaseView {
@@ -214,7 +229,16 @@ func (s *Server) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, viewOf(l))
+	evs, err := s.g.store.Events(c.Request().Context(), name, 20)
+	if err != nil {
+		return err
+	}
+	v := viewOf(l)
+	for _, e := range evs {
+		v.Events = append(v.Events, EventView{Kind: e.Kind, Token: e.Token, OwnerID: e.OwnerID, Holder: e.Holder,
+			ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, ExpiresAt: e.ExpiresAt, At: e.At})
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (s *Server) list(c echo.Context) error {
