@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: help test lint run build bench fuzz pg-start pg-stop
+.PHONY: help test lint run build bench fuzz loadtest pg-start pg-stop
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,10 @@ fuzz: ## run each fuzz target for 30s
 run: ## the whole stack on embedded defaults (Postgres :54329, dev broker :9092, gateway :8080)
 	@$(PG) start
 	$(GO) run ./cmd/fencegate dev
+
+loadtest: ## default embedded load scenario (freeze + churn), reports in loadtest-report.{json,html}
+	@$(PG) start
+	$(GO) run ./cmd/fencegate loadtest --embedded --json loadtest-report.json --html loadtest-report.html
 
 pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
 	@$(PG) start

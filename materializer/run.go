@@ -16,6 +16,14 @@ var errPositionMoved = errors.New("consumer position moved")
 // failure leaves Postgres as the last committed transaction left it; the
 // next Run resumes from consumer_positions.
 func (m *Materializer) Run(ctx context.Context) error {
+	err := m.run(ctx)
+	if ctx.Err() != nil {
+		return nil // stopped: whatever failed was cut off by the stop
+	}
+	return err
+}
+
+func (m *Materializer) run(ctx context.Context) error {
 	c, err := m.newConsumer()
 	if err != nil {
 		return err

@@ -21,7 +21,8 @@ import (
 
 // Record is one committed record of a lease partition.
 type Record struct {
-	Offset  int64
+	Offset    int64
+	Timestamp time.Time
 	Lease   string
 	Token   int64
 	Owner   string
@@ -47,9 +48,12 @@ func ReadPartition(brokers, topic string, partition int32, timeout time.Duration
 		return nil, err
 	}
 	defer c.Close()
-	_, high, err := c.QueryWatermarkOffsets(topic, partition, int(timeout.Milliseconds()))
+	low, high, err := c.QueryWatermarkOffsets(topic, partition, int(timeout.Milliseconds()))
 	if err != nil {
 		return nil, fmt.Errorf("watermarks: %w", err)
+	}
+	if high <= low {
+		return nil, nil // empty partition
 	}
 	tp := kafka.TopicPartition{Topic: &topic, Partition: partition, Offset: kafka.OffsetBeginning}
 	if err := c.Assign([]kafka.TopicPartition{tp}); err != nil {
@@ -85,7 +89,7 @@ func readUntil(c *kafka.Consumer, tp kafka.TopicPartition, high int64, deadline 
 
 func parse(m *kafka.Message) Record {
 	st, _ := barrier.ReadStamp(m.Headers)
-	return Record{Offset: int64(m.TopicPartition.Offset), Key: m.Key, Value: m.Value,
+	return Record{Offset: int64(m.TopicPartition.Offset), Timestamp: m.Timestamp, Key: m.Key, Value: m.Value,
 		Lease: st.Lease, Token: st.Token, Owner: st.Owner, Batch: st.Batch, Seq: st.Seq, Barrier: st.Barrier}
 }
 

@@ -27,6 +27,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"migrate":     {"apply the embedded database migrations", runMigrate},
 		"serve":       {"run the gateway", runServe},
+		"loadtest":    {"load and fault harness with invariant checks and baselines", runLoadtest},
 		"leases":      {"operator view: leases list [--prefix P] | leases show NAME", runLeases},
 		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
 		"dev":         {"run the whole stack on embedded defaults (development broker)", runDev},

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"golang.org/x/term"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/loadtest"
+)
+
+func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flagSet("loadtest", stderr)
+	sc := loadtest.Defaults()
+	embedded := fs.Bool("embedded", false, "start the whole stack in-process (project Postgres, kfake, gateway, materializer)")
+	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
+	brokers := fs.String("kafka", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
+	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres: the server for --embedded, the gateway's database otherwise")
+	cfgPath := fs.String("config", "deploy/dev/fencegate.yaml", "the gateway's routes file (without --embedded)")
+	token := fs.String("token", "dev-token", "workers' bearer token (without --embedded)")
+	scenario := fs.String("scenario", "", "YAML scenario file (replaces the scenario flags)")
+	jsonOut := fs.String("json", "", "write the JSON report here")
+	htmlOut := fs.String("html", "", "write the HTML report here")
+	fs.IntVar(&sc.Leases, "leases", sc.Leases, "number of leases")
+	fs.IntVar(&sc.WorkersPerLease, "workers-per-lease", sc.WorkersPerLease, "contending workers per lease")
+	fs.IntVar(&sc.BatchSize, "batch-size", sc.BatchSize, "records per batch")
+	fs.IntVar(&sc.RecordSize, "record-size", sc.RecordSize, "bytes per record")
+	fs.Float64Var(&sc.Rate, "rate", sc.Rate, "target batches/s per lease (0: open loop)")
+	fs.DurationVar(&sc.Duration, "duration", sc.Duration, "gateway phase duration (each baseline runs half of it)")
+	fs.DurationVar(&sc.TTL, "ttl", sc.TTL, "lease TTL")
+	fs.DurationVar(&sc.RenewEvery, "renew-every", 0, "renew interval (default TTL/3)")
+	fs.DurationVar(&sc.FreezeEvery, "freeze-every", sc.FreezeEvery, "freeze a holder this often (0: off)")
+	fs.DurationVar(&sc.ChurnEvery, "churn-every", sc.ChurnEvery, "force a handover this often (0: off)")
+	fs.DurationVar(&sc.AmbiguityEvery, "ambiguity-every", 0, "hold an EndTxn past the commit timeout this often (embedded; 0: off)")
+	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
+	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *scenario != "" {
+		var err error
+		if sc, err = loadtest.LoadScenario(*scenario); err != nil {
+			return err
+		}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	stack, err := openStack(ctx, *embedded, *gw, *brokers, *dbURL, *cfgPath, *token, log)
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+	terminal := false
+	if f, ok := stderr.(*os.File); ok {
+		terminal = term.IsTerminal(int(f.Fd()))
+	}
+	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Progress: stderr, Terminal: terminal, Logger: log})
+	if err != nil {
+		return err
+	}
+	rep.WriteMarkdown(stdout)
+	if err := writeReports(rep, *jsonOut, *htmlOut); err != nil {
+		return err
+	}
+	if !rep.Pass {
+		return errors.New("invariants failed")
+	}
+	return nil
+}
+
+func openStack(ctx context.Context, embedded bool, gw, brokers, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
+	if embedded {
+		return loadtest.StartEmbedded(ctx, dbURL, log)
+	}
+	if gw == "" {
+		return nil, errors.New("give --embedded or --gateway URL")
+	}
+	_, router, _, err := gateway.LoadFileConfig(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	return loadtest.External(ctx, gw, brokers, dbURL, token, router)
+}
+
+func writeReports(rep *loadtest.Report, jsonPath, htmlPath string) error {
+	write := func(path string, fn func(io.Writer) error) error {
+		if path == "" {
+			return nil
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := write(jsonPath, rep.WriteJSON); err != nil {
+		return fmt.Errorf("json report: %w", err)
+	}
+	return write(htmlPath, rep.WriteHTML)
+}

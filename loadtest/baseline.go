@@ -1,0 +1,267 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+	"github.com/fencegate/fencegate/verify"
+)
+
+// baselineDuration is how long each baseline runs.
+func (r *runner) baselineDuration() time.Duration { return max(r.sc.Duration/2, 2*time.Second) }
+
+func (r *runner) baselines(ctx context.Context, rep *Report) error {
+	if r.sc.Direct {
+		if err := r.direct(ctx, rep); err != nil {
+			return fmt.Errorf("direct baseline: %w", err)
+		}
+	}
+	if r.sc.Naive {
+		if err := r.naive(ctx, rep); err != nil {
+			return fmt.Errorf("naive baseline: %w", err)
+		}
+	}
+	return nil
+}
+
+func producerConfig(brokers string) kafka.ConfigMap {
+	return kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 1, "enable.metrics.push": false,
+		"go.logs.channel.enable": false, "go.delivery.report.fields": "none"}
+}
+
+// direct runs one transactional producer per lease writing the same
+// batches with no HTTP and no leases: the ceiling.
+func (r *runner) direct(ctx context.Context, rep *Report) error {
+	value := bytes.Repeat([]byte("x"), r.sc.RecordSize)
+	var records atomic.Int64
+	var hist Histogram
+	dctx, cancel := context.WithTimeout(ctx, r.baselineDuration())
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, r.sc.Leases)
+	for l := range r.sc.Leases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- r.directProducer(dctx, l, value, &records, &hist)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	el := time.Since(start)
+	rep.Direct = DirectFigures{Records: records.Load(), Seconds: el.Seconds(),
+		P50Ms: hist.Ms(0.5), P99Ms: hist.Ms(0.99)}
+	return nil
+}
+
+func (r *runner) directProducer(ctx context.Context, lease int, value []byte, records *atomic.Int64, hist *Histogram) error {
+	cm := producerConfig(r.stack.Brokers)
+	cm["transactional.id"] = fmt.Sprintf("loadtest-direct-%d", lease)
+	p, err := kafka.NewProducer(&cm)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.InitTransactions(ictx); err != nil {
+		return err
+	}
+	topic := DirectTopic
+	part := r.partition(fmt.Sprintf("shard:%d", lease))
+	for ctx.Err() == nil {
+		start := time.Now()
+		if err := directBatch(p, topic, part, r.sc.BatchSize, value); err != nil {
+			return err
+		}
+		hist.Record(time.Since(start))
+		records.Add(int64(r.sc.BatchSize))
+	}
+	return nil
+}
+
+func directBatch(p *kafka.Producer, topic string, part int32, n int, value []byte) error {
+	if err := p.BeginTransaction(); err != nil {
+		return err
+	}
+	dch := make(chan kafka.Event, n)
+	for i := range n {
+		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part},
+			Key: []byte(strconv.Itoa(i)), Value: value}, dch); err != nil {
+			return err
+		}
+	}
+	for range n {
+		if m := (<-dch).(*kafka.Message); m.TopicPartition.Error != nil {
+			return m.TopicPartition.Error
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return p.CommitTransaction(cctx)
+}
+
+// naiveWorker is the design fencegate replaces: it checks its lease in
+// Postgres, then produces with a plain producer.
+type naiveWorker struct {
+	id, lease string
+	token     int64
+	owned     atomic.Bool
+	freeze    atomic.Bool
+}
+
+// naive runs the check-then-write design under the same freeze injection
+// and counts the stale records Kafka accepted.
+func (r *runner) naive(ctx context.Context, rep *Report) error {
+	store, err := leasestore.New(r.stack.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
+	if err != nil {
+		return err
+	}
+	cm := producerConfig(r.stack.Brokers)
+	p, err := kafka.NewProducer(&cm)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	nctx, cancel := context.WithTimeout(ctx, r.baselineDuration())
+	defer cancel()
+	workers := r.naiveWorkers()
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for _, w := range workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.naiveLoop(nctx, store, p, w, &sent) }()
+	}
+	var faults sync.WaitGroup
+	freezeEvery := r.sc.FreezeEvery
+	r.every(nctx, &faults, freezeEvery, func() {
+		w := workers[rand.IntN(len(workers))]
+		if w.owned.Load() {
+			w.freeze.Store(true)
+		}
+	})
+	wg.Wait()
+	faults.Wait()
+	p.Flush(30000)
+	stale, total, err := r.countNaiveStale()
+	rep.Naive = NaiveFigures{Records: total, StaleAccepted: stale}
+	return err
+}
+
+func (r *runner) naiveWorkers() []*naiveWorker {
+	var out []*naiveWorker
+	for l := range r.sc.Leases {
+		for i := range max(r.sc.WorkersPerLease, 2) {
+			out = append(out, &naiveWorker{id: fmt.Sprintf("n%d-%d", l, i), lease: fmt.Sprintf("naive:%d", l)})
+		}
+	}
+	return out
+}
+
+func (r *runner) naiveLoop(ctx context.Context, store *leasestore.Store, p *kafka.Producer, w *naiveWorker, sent *atomic.Int64) {
+	renewed := time.Now()
+	for ctx.Err() == nil {
+		if !w.owned.Load() {
+			l, err := store.Acquire(ctx, w.lease, w.id, r.sc.TTL, "naive")
+			if err == nil {
+				_, err = store.Activate(ctx, w.lease, l.Token, 0, 0)
+			}
+			if err != nil {
+				wait(ctx, r.sc.TTL/4)
+				continue
+			}
+			w.token, renewed = l.Token, time.Now()
+			w.owned.Store(true)
+		}
+		if time.Since(renewed) >= r.sc.RenewEvery {
+			if _, err := store.Renew(ctx, w.lease, w.id, w.token, r.sc.TTL); err != nil {
+				w.owned.Store(false)
+				continue
+			}
+			renewed = time.Now()
+		}
+		// Check ...
+		l, err := store.Get(ctx, w.lease)
+		if err != nil || l.Token != w.token || l.OwnerID != w.id || !l.Live() {
+			w.owned.Store(false)
+			continue
+		}
+		// ... then write: a freeze here is the incident.
+		if w.freeze.Swap(false) {
+			wait(ctx, r.sc.TTL+r.sc.TTL/2)
+			w.owned.Store(false)
+		}
+		r.naiveBatch(p, w)
+		sent.Add(int64(r.sc.BatchSize))
+		pause := r.sc.TTL / 20
+		if r.sc.Rate > 0 {
+			pause = time.Duration(float64(time.Second) / r.sc.Rate)
+		}
+		wait(ctx, pause)
+	}
+}
+
+func (r *runner) naiveBatch(p *kafka.Producer, w *naiveWorker) {
+	topic := NaiveTopic
+	part, _ := r.stack.Router.Resolve(w.lease)
+	for i := range r.sc.BatchSize {
+		_ = p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part.Partition},
+			Value: []byte("naive"), Headers: []kafka.Header{
+				{Key: barrier.HeaderLease, Value: []byte(w.lease)},
+				{Key: barrier.HeaderToken, Value: []byte(strconv.FormatInt(w.token, 10))},
+				{Key: barrier.HeaderOwner, Value: []byte(w.id)},
+				{Key: barrier.HeaderBatch, Value: []byte(w.id)},
+				{Key: barrier.HeaderSeq, Value: []byte(strconv.Itoa(i))}}}, nil)
+	}
+	p.Flush(10000)
+}
+
+// countNaiveStale counts records written under a token lower than one
+// already written to the same lease earlier in the log: writes of a former
+// owner after its successor started.
+func (r *runner) countNaiveStale() (stale, total int64, err error) {
+	for part := range int32(Partitions) {
+		recs, err := verify.ReadPartition(r.stack.Brokers, NaiveTopic, part, 60*time.Second, nil)
+		if err != nil {
+			return 0, 0, err
+		}
+		highest := map[string]int64{}
+		for _, rec := range recs {
+			total++
+			if barrier.Judge(highest[rec.Lease], rec.Token) == barrier.Stale {
+				stale++
+			}
+			highest[rec.Lease] = max(highest[rec.Lease], rec.Token)
+		}
+	}
+	if total == 0 {
+		return 0, 0, errors.New("the naive baseline wrote nothing")
+	}
+	return stale, total, nil
+}

@@ -1,0 +1,221 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencegate/fencegate/verify"
+)
+
+// Invariant is one invariant's verdict with counts.
+type Invariant struct {
+	Pass       bool     `json:"pass"`
+	Checked    int      `json:"checked"`
+	Violations int      `json:"violations"`
+	Examples   []string `json:"examples,omitempty"`
+}
+
+func (inv *Invariant) fail(format string, args ...any) {
+	inv.Violations++
+	if len(inv.Examples) < 5 {
+		inv.Examples = append(inv.Examples, fmt.Sprintf(format, args...))
+	}
+}
+
+// LedgerCheck compares the materializer's ledger with the acknowledged
+// batches.
+type LedgerCheck struct {
+	Pass         bool `json:"pass"`
+	AckedBatches int  `json:"acked_batches"`
+	Missing      int  `json:"missing"`
+	Duplicated   int  `json:"duplicated"`
+	// Extra are ledger batches nobody acknowledged (an ambiguous commit
+	// that landed; allowed).
+	Extra int `json:"extra"`
+}
+
+// verify checks I1..I4 and the ledger after the gateway phase.
+func (r *runner) verify(ctx context.Context, rep *Report) error {
+	recs, err := r.readPartitions()
+	if err != nil {
+		return err
+	}
+	if err := r.checkI1(ctx, rep); err != nil {
+		return err
+	}
+	r.checkI2I3(rep, recs)
+	r.checkI4(rep, recs)
+	if r.stack.Materialize {
+		if err := r.checkLedger(ctx, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) readPartitions() (map[int32][]verify.Record, error) {
+	out := map[int32][]verify.Record{}
+	for p := range int32(Partitions) {
+		recs, err := verify.ReadPartition(r.stack.Brokers, LeaseTopic, p, 60*time.Second, nil)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = recs
+	}
+	return out, nil
+}
+
+// checkI1: per lease name, granted tokens strictly increase in database
+// time order (lease_events).
+func (r *runner) checkI1(ctx context.Context, rep *Report) error {
+	rows, err := r.stack.Pool.Query(ctx, `SELECT name, token FROM lease_events
+		WHERE kind IN ('acquired', 'regenerated') ORDER BY name, at, id`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	inv := &rep.Invariants.I1
+	last := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var token int64
+		if err := rows.Scan(&name, &token); err != nil {
+			return err
+		}
+		inv.Checked++
+		if token <= last[name] {
+			inv.fail("%s: token %d granted after %d", name, token, last[name])
+		}
+		last[name] = token
+	}
+	inv.Pass = inv.Violations == 0
+	return rows.Err()
+}
+
+func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
+	byPartition := map[int32][]verify.Batch{}
+	for _, b := range r.st.acked {
+		p := r.partition(b.Lease)
+		byPartition[p] = append(byPartition[p], verify.Batch{Lease: b.Lease, Token: b.Token, BatchID: b.BatchID, Offsets: b.Offsets})
+	}
+	for p, rs := range recs {
+		rep.Invariants.I2.Checked += len(rs)
+		for _, v := range verify.NoStaleWrite(rs) {
+			rep.Invariants.I2.fail("partition %d: %s", p, v)
+		}
+		rep.Invariants.I3.Checked += len(byPartition[p])
+		for _, v := range verify.NoAckedLoss(rs, byPartition[p]) {
+			rep.Invariants.I3.fail("partition %d: %s", p, v)
+		}
+	}
+	rep.Invariants.I2.Pass = rep.Invariants.I2.Violations == 0
+	rep.Invariants.I3.Pass = rep.Invariants.I3.Violations == 0
+}
+
+// checkI4: every acknowledged acquire's generation was opened in Kafka (its
+// barrier, written after InitTransactions bumped the epoch, is committed)
+// before the worker received the 201.
+func (r *runner) checkI4(rep *Report, recs map[int32][]verify.Record) {
+	barriers := map[string]time.Time{}
+	for _, rs := range recs {
+		for _, rec := range rs {
+			if rec.Barrier {
+				barriers[fmt.Sprintf("%s/%d", rec.Lease, rec.Token)] = rec.Timestamp
+			}
+		}
+	}
+	inv := &rep.Invariants.I4
+	for _, g := range r.st.grants {
+		inv.Checked++
+		at, ok := barriers[fmt.Sprintf("%s/%d", g.Lease, g.Token)]
+		switch {
+		case !ok:
+			inv.fail("%s token %d acknowledged without a committed barrier", g.Lease, g.Token)
+		case at.After(g.AckAt):
+			inv.fail("%s token %d acknowledged at %s before its barrier at %s", g.Lease, g.Token, g.AckAt, at)
+		}
+	}
+	inv.Pass = inv.Violations == 0
+}
+
+func (r *runner) partition(lease string) int32 {
+	p, _ := r.stack.Router.Resolve(lease)
+	return p.Partition
+}
+
+// checkLedger waits for the materializer to catch up, then compares the
+// ledger with the acknowledged batches: each exactly once.
+func (r *runner) checkLedger(ctx context.Context, rep *Report) error {
+	if err := r.waitCaughtUp(ctx); err != nil {
+		return err
+	}
+	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, batch_id, count(*), count(DISTINCT seq)
+		FROM accepted_records WHERE topic = $1 GROUP BY lease, batch_id`, LeaseTopic)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	inLedger := map[string][2]int64{}
+	for rows.Next() {
+		var lease, batch string
+		var n, distinct int64
+		if err := rows.Scan(&lease, &batch, &n, &distinct); err != nil {
+			return err
+		}
+		inLedger[lease+"|"+batch] = [2]int64{n, distinct}
+	}
+	lc := &rep.Ledger
+	acked := map[string]bool{}
+	for _, b := range r.st.acked {
+		k := b.Lease + "|" + b.BatchID
+		acked[k] = true
+		got := inLedger[k]
+		switch {
+		case got[0] == 0 || got[1] < int64(len(b.Offsets)):
+			lc.Missing++
+		case got[0] != got[1]:
+			lc.Duplicated++
+		}
+	}
+	for k := range inLedger {
+		if !acked[k] {
+			lc.Extra++
+		}
+	}
+	lc.AckedBatches = len(acked)
+	lc.Pass = lc.Missing == 0 && lc.Duplicated == 0
+	return rows.Err()
+}
+
+// waitCaughtUp polls until every partition's stored position reaches its
+// end (the materializer skips transaction markers when idle).
+func (r *runner) waitCaughtUp(ctx context.Context) error {
+	ends := map[int32]int64{}
+	for p := range int32(Partitions) {
+		recs, err := verify.ReadPartition(r.stack.Brokers, LeaseTopic, p, 30*time.Second, nil)
+		if err != nil {
+			return err
+		}
+		if len(recs) > 0 {
+			ends[p] = recs[len(recs)-1].Offset + 1
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		behind := 0
+		for p, end := range ends {
+			var pos int64
+			err := r.stack.Pool.QueryRow(ctx, `SELECT next_offset FROM consumer_positions WHERE topic = $1 AND partition = $2`,
+				LeaseTopic, p).Scan(&pos)
+			if err != nil || pos < end {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return nil
+		}
+		wait(ctx, 100*time.Millisecond)
+	}
+	return fmt.Errorf("materializer did not catch up within 2 minutes")
+}

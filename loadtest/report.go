@@ -1,0 +1,181 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Report holds every figure of a run. JSON keys are stable: scripts and CI
+// read them.
+type Report struct {
+	Scenario   ScenarioFigures `json:"scenario"`
+	Invariants struct {
+		I1 Invariant `json:"I1"`
+		I2 Invariant `json:"I2"`
+		I3 Invariant `json:"I3"`
+		I4 Invariant `json:"I4"`
+	} `json:"invariants"`
+	Ledger     LedgerCheck    `json:"ledger"`
+	Gateway    GatewayFigures `json:"gateway"`
+	Direct     DirectFigures  `json:"direct"`
+	Naive      NaiveFigures   `json:"naive"`
+	Throughput struct {
+		GatewayRecordsPerS float64 `json:"gateway_records_per_s"`
+		DirectRecordsPerS  float64 `json:"direct_records_per_s"`
+		RatioGatewayDirect float64 `json:"ratio_gateway_direct"`
+	} `json:"throughput"`
+	LatencyMs struct {
+		Produce  Quantiles `json:"produce"`
+		Handover Quantiles `json:"handover"`
+		Renew    Quantiles `json:"renew"`
+	} `json:"latency_ms"`
+	Timeline []second `json:"timeline"`
+	// Pass: every invariant and the ledger hold and the gateway accepted no
+	// stale record.
+	Pass bool `json:"pass"`
+}
+
+// ScenarioFigures is the scenario as run, durations in seconds.
+type ScenarioFigures struct {
+	Leases          int     `json:"leases"`
+	WorkersPerLease int     `json:"workers_per_lease"`
+	BatchSize       int     `json:"batch_size"`
+	RecordSize      int     `json:"record_size"`
+	Rate            float64 `json:"rate"`
+	DurationS       float64 `json:"duration_s"`
+	TTLMs           int64   `json:"ttl_ms"`
+	FreezeEveryS    float64 `json:"freeze_every_s"`
+	ChurnEveryS     float64 `json:"churn_every_s"`
+	AmbiguityEveryS float64 `json:"ambiguity_every_s"`
+}
+
+// GatewayFigures are the gateway phase's counts.
+type GatewayFigures struct {
+	Records       int64   `json:"records"`
+	Batches       int64   `json:"batches"`
+	Seconds       float64 `json:"seconds"`
+	Handovers     int64   `json:"handovers"`
+	Fenced        int64   `json:"fenced"`
+	StaleAttempts int64   `json:"stale_attempts"`
+	StaleRefused  int64   `json:"stale_refused"`
+	StaleAccepted int64   `json:"stale_accepted"`
+	Errors        int64   `json:"errors"`
+}
+
+// DirectFigures are the direct baseline's.
+type DirectFigures struct {
+	Records int64   `json:"records"`
+	Seconds float64 `json:"seconds"`
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+}
+
+// NaiveFigures are the naive baseline's.
+type NaiveFigures struct {
+	Records       int64 `json:"records"`
+	StaleAccepted int64 `json:"stale_accepted"`
+}
+
+// Quantiles of a latency histogram.
+type Quantiles struct {
+	P50   float64 `json:"p50"`
+	P99   float64 `json:"p99"`
+	Count uint64  `json:"count"`
+}
+
+func quantiles(h *Histogram) Quantiles {
+	return Quantiles{P50: h.Ms(0.5), P99: h.Ms(0.99), Count: h.Count()}
+}
+
+// report collects the gateway phase's figures.
+func (r *runner) report() *Report {
+	rep := &Report{}
+	sc := r.sc
+	rep.Scenario = ScenarioFigures{Leases: sc.Leases, WorkersPerLease: sc.WorkersPerLease, BatchSize: sc.BatchSize,
+		RecordSize: sc.RecordSize, Rate: sc.Rate, DurationS: sc.Duration.Seconds(), TTLMs: sc.TTL.Milliseconds(),
+		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds()}
+	st := r.st
+	rep.Gateway = GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
+		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
+		StaleRefused: st.staleRefused.Load(), StaleAccepted: st.staleAccepted.Load(), Errors: st.errors.Load()}
+	rep.LatencyMs.Produce = quantiles(&st.produce)
+	rep.LatencyMs.Handover = quantiles(&st.handover)
+	rep.LatencyMs.Renew = quantiles(&st.renew)
+	rep.Timeline = st.seconds()
+	return rep
+}
+
+// finish computes the derived figures and the overall verdict.
+func (rep *Report) finish() {
+	t := &rep.Throughput
+	if rep.Gateway.Seconds > 0 {
+		t.GatewayRecordsPerS = float64(rep.Gateway.Records) / rep.Gateway.Seconds
+	}
+	if rep.Direct.Seconds > 0 {
+		t.DirectRecordsPerS = float64(rep.Direct.Records) / rep.Direct.Seconds
+	}
+	if t.DirectRecordsPerS > 0 {
+		t.RatioGatewayDirect = t.GatewayRecordsPerS / t.DirectRecordsPerS
+	}
+	inv := rep.Invariants
+	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
+		rep.Gateway.StaleAccepted == 0
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func passText(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "FAIL"
+}
+
+// WriteMarkdown writes the summary printed at the end of a run.
+func (rep *Report) WriteMarkdown(w io.Writer) {
+	s := rep.Scenario
+	fmt.Fprintf(w, "## fencegate loadtest: %s\n\n", passText(rep.Pass))
+	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze every %.0fs, churn every %.0fs, ambiguity every %.0fs\n\n",
+		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, s.FreezeEveryS, s.ChurnEveryS, s.AmbiguityEveryS)
+	fmt.Fprintln(w, "| invariant | result | checked | violations |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, row := range []struct {
+		name string
+		inv  Invariant
+	}{{"I1 token order", rep.Invariants.I1}, {"I2 no stale write", rep.Invariants.I2},
+		{"I3 no acked loss", rep.Invariants.I3}, {"I4 no early ack", rep.Invariants.I4}} {
+		fmt.Fprintf(w, "| %s | %s | %d | %d |\n", row.name, passText(row.inv.Pass), row.inv.Checked, row.inv.Violations)
+	}
+	fmt.Fprintf(w, "| ledger == acked batches | %s | %d | missing %d, duplicated %d (extra %d) |\n\n",
+		passText(rep.Ledger.Pass), rep.Ledger.AckedBatches, rep.Ledger.Missing, rep.Ledger.Duplicated, rep.Ledger.Extra)
+	fmt.Fprintln(w, "| | gateway | direct | naive |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	fmt.Fprintf(w, "| records/s | %.0f | %.0f | |\n", rep.Throughput.GatewayRecordsPerS, rep.Throughput.DirectRecordsPerS)
+	fmt.Fprintf(w, "| ratio to direct | %.2f | 1.00 | |\n", rep.Throughput.RatioGatewayDirect)
+	fmt.Fprintf(w, "| batch p50 / p99 ms | %.1f / %.1f | %.1f / %.1f | |\n", rep.LatencyMs.Produce.P50, rep.LatencyMs.Produce.P99, rep.Direct.P50Ms, rep.Direct.P99Ms)
+	fmt.Fprintf(w, "| stale records accepted | %d | | %d |\n", rep.Gateway.StaleAccepted, rep.Naive.StaleAccepted)
+	fmt.Fprintf(w, "\nhandover p50 / p99: %.1f / %.1f ms (%d); renew p50 / p99: %.1f / %.1f ms (%d)\n",
+		rep.LatencyMs.Handover.P50, rep.LatencyMs.Handover.P99, rep.LatencyMs.Handover.Count,
+		rep.LatencyMs.Renew.P50, rep.LatencyMs.Renew.P99, rep.LatencyMs.Renew.Count)
+	fmt.Fprintf(w, "stale writes attempted by frozen workers: %d, refused: %d; producers fenced: %d; errors: %d\n",
+		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, rep.Gateway.Fenced, rep.Gateway.Errors)
+	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {
+		for _, ex := range inv.Examples {
+			fmt.Fprintf(w, "- %s\n", ex)
+		}
+	}
+}
+
+// Markdown returns WriteMarkdown's text.
+func (rep *Report) Markdown() string {
+	var sb strings.Builder
+	rep.WriteMarkdown(&sb)
+	return sb.String()
+}

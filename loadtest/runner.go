@@ -1,0 +1,156 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Options of one run besides the scenario.
+type Options struct {
+	// Progress receives the live progress line (nil: none).
+	Progress io.Writer
+	// Terminal: refresh one line with \r instead of printing lines.
+	Terminal bool
+	Logger   *slog.Logger
+}
+
+type runner struct {
+	sc      Scenario
+	stack   *Stack
+	gw      *client
+	st      *stats
+	value   string
+	workers [][]*worker
+	opts    Options
+}
+
+// Run drives the stack with the scenario, then verifies and runs the
+// baselines, and returns the report.
+func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if (sc.AmbiguityEvery > 0) && stack.cluster == nil {
+		return nil, errNotEmbedded
+	}
+	r := &runner{sc: sc, stack: stack, gw: newClient(stack.GatewayURL, stack.Token, sc.Leases*sc.WorkersPerLease+8),
+		st: newStats(), value: recordValue(sc.RecordSize), opts: opts}
+	r.gatewayPhase(ctx)
+	rep := r.report()
+	if err := r.verify(ctx, rep); err != nil {
+		return rep, err
+	}
+	if err := r.baselines(ctx, rep); err != nil {
+		return rep, err
+	}
+	rep.finish()
+	return rep, nil
+}
+
+func (r *runner) gatewayPhase(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, r.sc.Duration)
+	defer cancel()
+	r.st = newStats()
+	var wg sync.WaitGroup
+	for l := range r.sc.Leases {
+		var ws []*worker
+		for i := range r.sc.WorkersPerLease {
+			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r}
+			ws = append(ws, w)
+			wg.Add(1)
+			go func() { defer wg.Done(); w.run(pctx) }()
+		}
+		r.workers = append(r.workers, ws)
+	}
+	var faults sync.WaitGroup
+	r.every(pctx, &faults, r.sc.FreezeEvery, func() { r.pickHolder(func(w *worker) { w.freeze.Store(true) }) })
+	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
+	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.holdNextEndTxn(commitTimeout + time.Second) })
+	r.every(pctx, &faults, time.Second, r.progress)
+	wg.Wait()
+	faults.Wait()
+	r.progressDone()
+}
+
+// every runs fn every d until ctx ends (d == 0: never).
+func (r *runner) every(ctx context.Context, wg *sync.WaitGroup, d time.Duration, fn func()) {
+	if d <= 0 {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+}
+
+// pickHolder applies fn to one random current holder (racy by design: a
+// worker checks its flag on its next step).
+func (r *runner) pickHolder(fn func(*worker)) {
+	ws := r.workers[rand.IntN(len(r.workers))]
+	for _, w := range ws {
+		if w.owned.Load() {
+			fn(w)
+			return
+		}
+	}
+}
+
+// pacer returns the per-batch pause for the target rate (open loop: none).
+func (r *runner) pacer() func(context.Context) {
+	if r.sc.Rate <= 0 {
+		return func(context.Context) {}
+	}
+	interval := time.Duration(float64(time.Second) / r.sc.Rate)
+	next := time.Now()
+	return func(ctx context.Context) {
+		next = next.Add(interval)
+		if d := time.Until(next); d > 0 {
+			wait(ctx, d)
+		} else {
+			next = time.Now()
+		}
+	}
+}
+
+func (r *runner) progressLine() string {
+	el := time.Since(r.st.start)
+	return fmt.Sprintf("%5.0fs  %8.0f rec/s  %6.0f batch/s  p50 %6.1fms  p99 %6.1fms  handovers %d  stale refused %d  fenced %d  errors %d",
+		el.Seconds(), float64(r.st.records.Load())/el.Seconds(), float64(r.st.batches.Load())/el.Seconds(),
+		r.st.produce.Ms(0.5), r.st.produce.Ms(0.99), r.st.handovers.Load(), r.st.staleRefused.Load(),
+		r.st.fences.Load(), r.st.errors.Load())
+}
+
+func (r *runner) progress() {
+	if r.opts.Progress == nil {
+		return
+	}
+	if r.opts.Terminal {
+		fmt.Fprintf(r.opts.Progress, "\r%s", r.progressLine())
+		return
+	}
+	fmt.Fprintln(r.opts.Progress, r.progressLine())
+}
+
+func (r *runner) progressDone() {
+	if r.opts.Progress != nil && r.opts.Terminal {
+		fmt.Fprintf(r.opts.Progress, "\r%s\n", r.progressLine())
+	}
+}

@@ -1,0 +1,93 @@
+// Package loadtest is fencegate's load and fault harness. It drives a
+// gateway from outside, over HTTP like real workers, verifies the
+// invariants from Kafka (read_committed), lease_events and the ledger, and
+// runs the baselines side by side in the same run: `direct` (transactional
+// producers without HTTP or leases: the ceiling) and `naive` (check the
+// lease in Postgres, then produce with a plain producer: the design
+// fencegate replaces).
+package loadtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Scenario is one load run. Every loop it drives is bounded by Duration.
+type Scenario struct {
+	// Leases is the number of leases ("shard:0".."shard:N-1").
+	Leases int `yaml:"leases"`
+	// WorkersPerLease contend for each lease (1: no contention).
+	WorkersPerLease int `yaml:"workers_per_lease"`
+	// BatchSize records of RecordSize bytes per batch.
+	BatchSize  int `yaml:"batch_size"`
+	RecordSize int `yaml:"record_size"`
+	// Rate is the target batches/s per lease; 0 is open loop.
+	Rate     float64       `yaml:"rate"`
+	Duration time.Duration `yaml:"duration"`
+	TTL      time.Duration `yaml:"ttl"`
+	// RenewEvery is the renewal interval of holders (default TTL/3).
+	RenewEvery time.Duration `yaml:"renew_every"`
+	// Freeze: every FreezeEvery one holder stops renewing, sleeps past its
+	// TTL while another worker takes the lease, then wakes and writes with
+	// its old token (the incident). 0: off.
+	FreezeEvery time.Duration `yaml:"freeze_every"`
+	// ChurnEvery forces a handover of one lease (release, another worker
+	// takes it). 0: off.
+	ChurnEvery time.Duration `yaml:"churn_every"`
+	// AmbiguityEvery holds one EndTxn at the embedded broker past the
+	// gateway's commit timeout, so the generation ends and the worker asks
+	// for a new one. 0: off. Embedded only.
+	AmbiguityEvery time.Duration `yaml:"ambiguity_every"`
+	// KillGatewayAfter kills -9 the gateway child process once, then
+	// restarts it. 0: off. Embedded with GatewayChild only.
+	KillGatewayAfter time.Duration `yaml:"kill_gateway_after"`
+	// Baselines to run after the gateway phase ("direct", "naive").
+	Direct bool `yaml:"direct"`
+	Naive  bool `yaml:"naive"`
+}
+
+// Defaults is the default scenario of `make loadtest`.
+func Defaults() Scenario {
+	return Scenario{Leases: 16, WorkersPerLease: 2, BatchSize: 100, RecordSize: 1024, Duration: 20 * time.Second,
+		TTL: 2 * time.Second, FreezeEvery: 5 * time.Second, ChurnEvery: 4 * time.Second, Direct: true, Naive: true}
+}
+
+// LoadScenario reads a YAML scenario over the defaults.
+func LoadScenario(path string) (Scenario, error) {
+	s := Defaults()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	if err := yaml.Unmarshal(raw, &s); err != nil {
+		return s, fmt.Errorf("scenario: %w", err)
+	}
+	return s, s.Validate()
+}
+
+// Validate checks bounds: the harness only ever targets loopback, and
+// every loop is bounded.
+func (s *Scenario) Validate() error {
+	if s.RenewEvery == 0 {
+		s.RenewEvery = s.TTL / 3
+	}
+	switch {
+	case s.Leases < 1 || s.Leases > 10000:
+		return errors.New("leases must be 1..10000")
+	case s.WorkersPerLease < 1 || s.WorkersPerLease > 16:
+		return errors.New("workers_per_lease must be 1..16")
+	case s.BatchSize < 1 || s.RecordSize < 0:
+		return errors.New("batch_size must be >= 1 and record_size >= 0")
+	case s.Duration <= 0 || s.Duration > 24*time.Hour:
+		return errors.New("duration must be in (0, 24h]")
+	case s.TTL < 100*time.Millisecond:
+		return errors.New("ttl must be >= 100ms")
+	case s.RenewEvery <= 0 || s.RenewEvery >= s.TTL:
+		return errors.New("renew_every must be in (0, ttl)")
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/materializer"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// Topic names and sizes of the embedded stack.
+const (
+	LeaseTopic  = "shard-output"
+	NaiveTopic  = "naive-output"
+	DirectTopic = "direct-output"
+	Partitions  = 16
+	// WorkerToken is the bearer token of the harness's workers.
+	WorkerToken = "loadtest-token"
+	barrierKey  = "loadtest-barrier-key-0123456789"
+	// commitTimeout of the embedded gateway; ambiguity holds EndTxn longer.
+	commitTimeout = 2 * time.Second
+)
+
+// Stack is what a run drives: a gateway URL, the brokers and the database.
+type Stack struct {
+	GatewayURL  string
+	Brokers     string
+	DatabaseURL string
+	Pool        *pgxpool.Pool
+	Router      *txnmap.Router
+	cluster     *kfake.Cluster // embedded only
+	closers     []func()
+	ambiguity   sync.Mutex
+	// Materialize: a materializer applies the lease topic to the
+	// database, so the ledger can be checked.
+	Materialize bool
+	// Token is the workers' bearer token (default WorkerToken).
+	Token string
+}
+
+// External describes a running gateway, its Kafka and its database.
+func External(ctx context.Context, gatewayURL, brokers, databaseURL, token string, router *txnmap.Router) (*Stack, error) {
+	s := &Stack{GatewayURL: gatewayURL, Brokers: brokers, DatabaseURL: databaseURL, Router: router, Token: token, Materialize: true}
+	if p, err := router.Resolve("shard:0"); err != nil || p.Topic != LeaseTopic {
+		return nil, fmt.Errorf("the gateway's routes must send shard:* to %s (got %+v, %v)", LeaseTopic, p, err)
+	}
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	s.Pool = pool
+	s.closers = append(s.closers, pool.Close)
+	return s, nil
+}
+
+// Close stops everything the stack started, in reverse order.
+func (s *Stack) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// Router returns the routes of the harness: shard:* on LeaseTopic by
+// number, naive:* on NaiveTopic.
+func newRouter() (*txnmap.Router, error) {
+	return txnmap.NewRouter("loadtest", []txnmap.Route{
+		{Pattern: "shard:*", Topic: LeaseTopic, Partitions: Partitions},
+		{Pattern: "naive:*", Topic: NaiveTopic, Partitions: Partitions},
+	})
+}
+
+// StartEmbedded starts, in this process, a fresh database on serverURL's
+// server, a kfake development broker, a gateway and a materializer.
+func StartEmbedded(ctx context.Context, serverURL string, log *slog.Logger) (*Stack, error) {
+	s := &Stack{Materialize: true}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := s.freshDatabase(ctx, serverURL); err != nil {
+		return nil, err
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(Partitions, LeaseTopic, NaiveTopic, DirectTopic))
+	if err != nil {
+		return nil, err
+	}
+	s.cluster = cluster
+	s.closers = append(s.closers, cluster.Close)
+	s.Brokers = strings.Join(cluster.ListenAddrs(), ",")
+	if s.Router, err = newRouter(); err != nil {
+		return nil, err
+	}
+	if err := s.startGateway(log); err != nil {
+		return nil, err
+	}
+	if err := s.startMaterializer(ctx, log); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Stack) freshDatabase(ctx context.Context, serverURL string) error {
+	admin, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return fmt.Errorf("postgres at %s: %w (start it with deploy/dev/pg.sh start)", serverURL, err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "fencegate_loadtest_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close(ctx)
+		return err
+	}
+	s.closers = append(s.closers, func() {
+		defer admin.Close(context.Background())
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + name
+	s.DatabaseURL = u.String()
+	if s.Pool, err = pgxpool.New(ctx, s.DatabaseURL); err != nil {
+		return err
+	}
+	s.closers = append(s.closers, s.Pool.Close)
+	_, err = leasestore.Migrate(ctx, s.Pool)
+	return err
+}
+
+func (s *Stack) startGateway(log *slog.Logger) error {
+	store, err := leasestore.New(s.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
+	if err != nil {
+		return err
+	}
+	auth, err := gateway.NewAuthenticator([]gateway.Client{{Name: "loadtest", TokenSHA256: gateway.HashToken(WorkerToken), Allow: []string{"shard:*"}}})
+	if err != nil {
+		return err
+	}
+	g, err := gateway.New(store, s.Router, gateway.Config{Replica: "loadtest-gateway",
+		Kafka: gateway.KafkaConfig{Brokers: s.Brokers}, BarrierKey: []byte(barrierKey),
+		CommitTimeout: commitTimeout, Logger: log.With("component", "gateway")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		g.Close()
+		return err
+	}
+	srv := &http.Server{Handler: gateway.NewServer(g, auth), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.GatewayURL = "http://" + ln.Addr().String()
+	s.closers = append(s.closers, func() { _ = srv.Close(); g.Close() })
+	return nil
+}
+
+func (s *Stack) startMaterializer(ctx context.Context, log *slog.Logger) error {
+	m, err := materializer.New(s.Pool, s.Router, materializer.Config{Brokers: s.Brokers,
+		BarrierKey: []byte(barrierKey), Logger: log.With("component", "materializer")})
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- m.Run(mctx) }()
+	s.closers = append(s.closers, func() {
+		cancel()
+		if err := <-done; err != nil {
+			log.Error("materializer stopped", "error", err)
+		}
+		m.Close()
+	})
+	return nil
+}
+
+// holdNextEndTxn makes the embedded broker hold the next EndTxn for d,
+// longer than the gateway's commit timeout: the commit's outcome is
+// unknown to the gateway (FM22). It reports whether a hold was armed.
+func (s *Stack) holdNextEndTxn(d time.Duration) bool {
+	if s.cluster == nil || !s.ambiguity.TryLock() {
+		return false
+	}
+	var once sync.Once
+	s.cluster.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		s.cluster.DropControl()
+		held := false
+		once.Do(func() { held = true })
+		if held {
+			timer := time.NewTimer(d)
+			s.cluster.SleepControl(func() { <-timer.C })
+			s.ambiguity.Unlock()
+		}
+		return nil, nil, false
+	})
+	return true
+}
+
+// errNotEmbedded: a fault needs the embedded broker.
+var errNotEmbedded = errors.New("this fault needs --embedded")

@@ -1,0 +1,240 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// client speaks the gateway's v1 API.
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func newClient(base, token string, conns int) *client {
+	if token == "" {
+		token = WorkerToken
+	}
+	return &client{base: base, token: token, http: &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}}
+}
+
+// reply is an HTTP answer: status, problem code, and the decoded body.
+type reply struct {
+	status int
+	code   string
+	body   map[string]json.RawMessage
+}
+
+func (r reply) int(field string) int64 {
+	n, _ := strconv.ParseInt(string(r.body[field]), 10, 64)
+	return n
+}
+
+// do sends one request. The end of a run stops the loops, not the requests
+// in flight: each finishes (bounded by the client timeout) so that no batch
+// is cut off half-way by the harness itself.
+func (c *client) do(ctx context.Context, method, path string, body []byte) reply {
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return reply{code: err.Error()}
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return reply{code: "transport: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := reply{status: resp.StatusCode}
+	_ = json.Unmarshal(raw, &out.body)
+	if c, ok := out.body["code"]; ok {
+		_ = json.Unmarshal(c, &out.code)
+	}
+	return out
+}
+
+func jsonBody(v any) []byte { raw, _ := json.Marshal(v); return raw }
+
+// worker is one contender for one lease.
+type worker struct {
+	id      string
+	lease   string
+	r       *runner
+	token   int64
+	owned   atomic.Bool
+	renewed time.Time
+	seq     int
+	pending string // batch id to retry after an aborted or ambiguous batch
+	freeze  atomic.Bool
+	churn   atomic.Bool
+}
+
+func (w *worker) run(ctx context.Context) {
+	pace := w.r.pacer()
+	for ctx.Err() == nil {
+		if !w.owned.Load() {
+			w.acquire(ctx)
+			continue
+		}
+		switch {
+		case w.freeze.Swap(false):
+			w.frozen(ctx)
+		case w.churn.Swap(false):
+			w.release(ctx)
+		case time.Since(w.renewed) >= w.r.sc.RenewEvery:
+			w.renew(ctx)
+		default:
+			w.produce(ctx)
+			pace(ctx)
+		}
+	}
+	if w.owned.Load() {
+		w.release(context.WithoutCancel(ctx))
+	}
+}
+
+func (w *worker) acquire(ctx context.Context) {
+	start := time.Now()
+	rep := w.r.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
+		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
+	if rep.status == http.StatusCreated {
+		w.took(rep, start)
+		return
+	}
+	if rep.code != "lease_held" && ctx.Err() == nil {
+		w.r.st.errors.Add(1)
+	}
+	wait(ctx, w.r.sc.TTL/4)
+}
+
+// took installs an acknowledged generation.
+func (w *worker) took(rep reply, start time.Time) {
+	w.token, w.renewed = rep.int("token"), start
+	w.owned.Store(true)
+	w.r.st.grant(Grant{Lease: w.lease, Token: w.token, AckAt: time.Now()}, time.Since(start))
+}
+
+// regenerate asks for a new generation with the current token.
+func (w *worker) regenerate(ctx context.Context) bool {
+	start := time.Now()
+	rep := w.r.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
+		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds(), "token": w.token}))
+	if rep.status == http.StatusCreated {
+		w.took(rep, start)
+		return true
+	}
+	w.owned.Store(false)
+	return false
+}
+
+func (w *worker) renew(ctx context.Context) {
+	start := time.Now()
+	rep := w.r.gw.do(ctx, "PATCH", "/v1/leases/"+w.lease, jsonBody(map[string]any{
+		"owner_id": w.id, "token": w.token, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
+	switch {
+	case rep.status == http.StatusOK:
+		w.r.st.renew.Record(time.Since(start))
+		w.renewed = start
+	case rep.code == "not_holder":
+		w.regenerate(ctx)
+	case rep.status == http.StatusConflict:
+		w.owned.Store(false)
+	default:
+		w.r.st.errors.Add(1)
+		if time.Since(w.renewed) > w.r.sc.TTL {
+			w.owned.Store(false) // fail closed: our view of the lease has expired
+		}
+	}
+}
+
+func (w *worker) release(ctx context.Context) {
+	w.r.gw.do(ctx, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=%s&token=%d", w.lease, w.id, w.token), nil)
+	w.owned.Store(false)
+	wait(ctx, w.r.sc.TTL/10) // let a contender take it
+}
+
+func (w *worker) batchBody(batch string) []byte {
+	recs := make([]map[string]any, w.r.sc.BatchSize)
+	val := map[string]any{"type": "BINARY", "data": w.r.value}
+	for i := range recs {
+		recs[i] = map[string]any{"key": map[string]any{"type": "STRING", "data": strconv.Itoa(i)}, "value": val}
+	}
+	return jsonBody(map[string]any{"owner_id": w.id, "token": w.token, "batch_id": batch, "records": recs})
+}
+
+func (w *worker) produce(ctx context.Context) {
+	batch := w.pending
+	if batch == "" {
+		w.seq++
+		batch = fmt.Sprintf("%s/%d", w.id, w.seq)
+	}
+	start := time.Now()
+	rep := w.r.gw.do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(batch))
+	w.pending = ""
+	switch {
+	case rep.status == http.StatusOK:
+		var offs []int64
+		_ = json.Unmarshal(rep.body["offsets"], &offs)
+		w.r.st.batch(AckedBatch{Lease: w.lease, Token: w.token, BatchID: batch, Offsets: offs}, len(offs), time.Since(start))
+	case rep.code == "generation_ended", rep.code == "not_holder":
+		w.pending = batch // same batch_id under the next generation
+		w.regenerate(ctx)
+	case rep.code == "batch_aborted":
+		w.pending = batch
+	case rep.code == "fenced":
+		w.r.st.fenced()
+		w.owned.Store(false)
+	case rep.code == "lease_lost":
+		w.owned.Store(false)
+	case ctx.Err() == nil:
+		w.r.st.errors.Add(1)
+		w.pending = batch
+	}
+}
+
+// frozen is the incident: stop renewing, sleep past the TTL while another
+// worker takes the lease, wake up and write with the old token.
+func (w *worker) frozen(ctx context.Context) {
+	old := w.token
+	wait(ctx, w.r.sc.TTL+w.r.sc.TTL/2)
+	deadline := time.Now().Add(3 * w.r.sc.TTL)
+	for ctx.Err() == nil && w.r.st.latestGrant(w.lease) <= old && time.Now().Before(deadline) {
+		wait(ctx, w.r.sc.TTL/10)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	w.r.st.staleAttempts.Add(1)
+	rep := w.r.gw.do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(fmt.Sprintf("%s/stale-%d", w.id, old)))
+	if rep.status == http.StatusOK && w.r.st.latestGrant(w.lease) > old {
+		w.r.st.staleAccepted.Add(1)
+	} else if rep.status != http.StatusOK {
+		w.r.st.refused()
+	}
+	w.owned.Store(false)
+}
+
+// wait pauses for d or until ctx ends; the harness paces load, it does not
+// wait for events this way.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func recordValue(size int) string {
+	return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), size))
+}
