@@ -23,14 +23,14 @@ import (
 type Record struct {
 	Offset    int64
 	Timestamp time.Time
-	Lease   string
-	Token   int64
-	Owner   string
-	Batch   string
-	Seq     int
-	Barrier bool
-	Key     []byte
-	Value   []byte
+	Lease     string
+	Token     int64
+	Owner     string
+	Batch     string
+	Seq       int
+	Barrier   bool
+	Key       []byte
+	Value     []byte
 }
 
 // ReadPartition reads topic/partition from the beginning to its end with
