@@ -113,21 +113,17 @@ func (r *runner) pickHolder(fn func(*worker)) {
 	}
 }
 
-// pacer returns the per-batch pause for the target rate (open loop: none).
-func (r *runner) pacer() func(context.Context) {
+// nextBatch returns when the batch after one due at prev is due: at the
+// target rate per lease, or now in open loop.
+func (r *runner) nextBatch(prev time.Time) time.Time {
 	if r.sc.Rate <= 0 {
-		return func(context.Context) {}
+		return time.Now()
 	}
-	interval := time.Duration(float64(time.Second) / r.sc.Rate)
-	next := time.Now()
-	return func(ctx context.Context) {
-		next = next.Add(interval)
-		if d := time.Until(next); d > 0 {
-			wait(ctx, d)
-		} else {
-			next = time.Now()
-		}
+	next := prev.Add(time.Duration(float64(time.Second) / r.sc.Rate))
+	if floor := time.Now().Add(-time.Second); next.Before(floor) {
+		return floor // no catch-up burst after a stall
 	}
+	return next
 }
 
 func (r *runner) progressLine() string {

@@ -80,22 +80,27 @@ type worker struct {
 }
 
 func (w *worker) run(ctx context.Context) {
-	pace := w.r.pacer()
+	next := time.Now() // when the next batch is due
 	for ctx.Err() == nil {
 		if !w.owned.Load() {
 			w.acquire(ctx)
 			continue
 		}
+		renewDue := w.renewed.Add(w.r.sc.RenewEvery)
 		switch {
 		case w.freeze.Swap(false):
 			w.frozen(ctx)
 		case w.churn.Swap(false):
 			w.release(ctx)
-		case time.Since(w.renewed) >= w.r.sc.RenewEvery:
+		case !time.Now().Before(renewDue):
 			w.renew(ctx)
+		case time.Now().Before(next):
+			// Paced: sleep until the batch is due, but never past a renewal
+			// or a fault's check.
+			wait(ctx, min(time.Until(next), time.Until(renewDue), 100*time.Millisecond))
 		default:
 			w.produce(ctx)
-			pace(ctx)
+			next = w.r.nextBatch(next)
 		}
 	}
 	if w.owned.Load() {
