@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 
@@ -79,4 +80,23 @@ func FuzzFM19_DecodeAcquire(f *testing.F) {
 			t.Fatalf("accepted invalid JSON %q", body)
 		}
 	})
+}
+
+// BenchmarkDecodeProduce decodes one batch of 100 records of 1 KiB (BINARY)
+// as the produce handler does.
+func BenchmarkDecodeProduce(b *testing.B) {
+	recs := make([]map[string]any, 100)
+	val := map[string]any{"type": "BINARY", "data": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), 1024))}
+	for i := range recs {
+		recs[i] = map[string]any{"key": map[string]any{"type": "STRING", "data": "k"}, "value": val}
+	}
+	body, _ := json.Marshal(map[string]any{"owner_id": "w", "token": 1, "batch_id": "b", "records": recs})
+	lim := Limits{}
+	lim.fill()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := decodeProduce(body, "shard:1", lim); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

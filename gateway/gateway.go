@@ -58,7 +58,13 @@ type Config struct {
 	CommitTimeout time.Duration
 	// ReapInterval is how often expired sessions are reaped (default 1s).
 	ReapInterval time.Duration
-	Limits       Limits
+	// MaxConcurrentHandovers bounds handovers in flight (default 16):
+	// each creates a librdkafka instance, and a thundering herd of them
+	// (every worker re-acquiring after a restart) starves the process. A
+	// handover waiting for a slot spends its own budget and fails closed
+	// when it runs out.
+	MaxConcurrentHandovers int
+	Limits                 Limits
 	// Hooks are named pause points for tests.
 	Hooks Hooks
 	// Now is the monotonic clock for local deadlines (default time.Now).
@@ -85,6 +91,9 @@ func (c *Config) fill() error {
 	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = time.Second
+	}
+	if c.MaxConcurrentHandovers == 0 {
+		c.MaxConcurrentHandovers = 16
 	}
 	if c.Kafka.TransactionTimeoutMS == 0 {
 		c.Kafka.TransactionTimeoutMS = 10000
@@ -135,6 +144,7 @@ type Gateway struct {
 	log    *slog.Logger
 	met    *metrics
 	tracer trace.Tracer
+	slots  chan struct{} // handovers in flight
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -160,7 +170,8 @@ func New(store LeaseStore, router *txnmap.Router, cfg Config) (*Gateway, error) 
 	}
 	g := &Gateway{cfg: cfg, store: store, router: router, signer: signer, insp: insp,
 		log: cfg.Logger, sessions: map[string]*session{}, stop: make(chan struct{}),
-		tracer: cfg.TracerProvider.Tracer("github.com/fencegate/fencegate/gateway")}
+		tracer: cfg.TracerProvider.Tracer("github.com/fencegate/fencegate/gateway"),
+		slots:  make(chan struct{}, cfg.MaxConcurrentHandovers)}
 	if g.met, err = newMetrics(cfg.MeterProvider, g); err != nil {
 		insp.close()
 		return nil, fmt.Errorf("gateway: metrics: %w", err)

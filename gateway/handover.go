@@ -119,6 +119,12 @@ func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lea
 func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Placement, lease leasestore.Lease) (*session, error) {
 	hctx, cancel := context.WithTimeout(ctx, g.handoverBudget(lease.TTL)-g.cfg.Now().Sub(start))
 	defer cancel()
+	select {
+	case g.slots <- struct{}{}:
+		defer func() { <-g.slots }()
+	case <-hctx.Done():
+		return nil, errorf(CodeKafkaUnavailable, "too many handovers in flight; none could start within the handover budget")
+	}
 	prod, err := newProducer(g.cfg.Kafka, place.TransactionalID)
 	if err != nil {
 		return nil, err

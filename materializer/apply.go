@@ -3,7 +3,6 @@ package materializer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +12,10 @@ import (
 	"github.com/fencegate/fencegate/barrier"
 )
 
-// applyTx is one apply transaction: the fences it locked and its verdicts.
+// applyTx is one apply transaction. It takes three round trips whatever
+// the chunk's size: the position compare-and-set and the fence locks, then
+// every record's statement in one pipeline, then the commit. Verdicts are
+// judged in memory, in offset order, against the locked fences.
 type applyTx struct {
 	m        *Materializer
 	tx       pgx.Tx
@@ -21,6 +23,10 @@ type applyTx struct {
 	fences   map[string]int64
 	advanced map[string]int64 // fences moved by this transaction
 	verdicts []judged
+	batch    pgx.Batch
+	// dataAt[i] is the verdict index of the batch's i-th statement when it
+	// is a qApplyData (accepted or duplicate is known only from its result).
+	dataAt []int
 }
 
 // judged is one record's verdict, reported once the transaction commits.
@@ -34,34 +40,34 @@ type judged struct {
 // apply applies recs of one partition in one transaction, moving the
 // position from expected to newNext by compare-and-set.
 func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, newNext int64, recs []*kafka.Message) error {
-	var verdicts []judged
-	var fences map[string]int64
+	var done *applyTx
 	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}, advanced: map[string]int64{}}
-		tag, err := tx.Exec(ctx, qAdvancePosition, key.topic, key.partition, expected, newNext)
-		if err != nil {
+		if err := a.begin(ctx, expected, newNext, recs); err != nil {
 			return err
-		}
-		if err := m.afterStatement(); err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return errPositionMoved
 		}
 		for _, r := range recs {
-			if err := a.record(ctx, r); err != nil {
-				return err
-			}
+			a.judge(r)
 		}
-		verdicts, fences = a.verdicts, a.advanced
+		if err := a.send(ctx); err != nil {
+			return err
+		}
+		done = a
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	m.met.transaction(ctx, start)
-	for _, j := range verdicts {
+	m.report(ctx, key, done)
+	return nil
+}
+
+// report counts and logs the verdicts and publishes the fences of a
+// committed transaction.
+func (m *Materializer) report(ctx context.Context, key partitionKey, a *applyTx) {
+	for _, j := range a.verdicts {
 		m.count(j.v)
 		m.met.verdict(ctx, j.v)
 		if j.v != Accepted && j.v != Barrier {
@@ -70,11 +76,10 @@ func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, ne
 		}
 	}
 	m.fenceMu.Lock()
-	for lease, token := range fences {
+	defer m.fenceMu.Unlock()
+	for lease, token := range a.advanced {
 		m.fences[lease] = token
 	}
-	m.fenceMu.Unlock()
-	return nil
 }
 
 func (m *Materializer) afterStatement() error {
@@ -85,85 +90,89 @@ func (m *Materializer) afterStatement() error {
 	return nil
 }
 
-// one runs a statement returning at most one int64 (ok=false: no row).
-func (a *applyTx) one(ctx context.Context, q string, args ...any) (v int64, ok bool, err error) {
-	err = a.tx.QueryRow(ctx, q, args...).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = nil
-	} else if err == nil {
-		ok = true
+// begin moves the position by compare-and-set (FM14) and locks the fences
+// of every lease in the chunk.
+func (a *applyTx) begin(ctx context.Context, expected, newNext int64, recs []*kafka.Message) error {
+	tag, err := a.tx.Exec(ctx, qAdvancePosition, a.key.topic, a.key.partition, expected, newNext)
+	if err != nil {
+		return err
 	}
-	if err == nil {
-		err = a.m.afterStatement()
+	if err := a.m.afterStatement(); err != nil {
+		return err
 	}
-	return v, ok, err
-}
-
-func (a *applyTx) write(ctx context.Context, q string, args ...any) error {
-	if _, err := a.tx.Exec(ctx, q, args...); err != nil {
+	if tag.RowsAffected() == 0 {
+		return errPositionMoved
+	}
+	var leases []string
+	for _, r := range recs {
+		if st, err := barrier.ReadStamp(r.Headers); err == nil {
+			leases = append(leases, st.Lease)
+		}
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	rows, err := a.tx.Query(ctx, qLockFences, leases)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var lease string
+		var token int64
+		if err := rows.Scan(&lease, &token); err != nil {
+			return err
+		}
+		a.fences[lease] = token
+	}
+	if err := rows.Err(); err != nil {
 		return err
 	}
 	return a.m.afterStatement()
 }
 
-// fence returns the lease's fence (0: none), locked for this transaction.
-func (a *applyTx) fence(ctx context.Context, lease string) (int64, error) {
-	if f, ok := a.fences[lease]; ok {
-		return f, nil
-	}
-	f, _, err := a.one(ctx, qLockFence, lease)
-	if err != nil {
-		return 0, err
-	}
-	a.fences[lease] = f
-	return f, nil
-}
-
-// record judges one record and writes its outcome.
-func (a *applyTx) record(ctx context.Context, r *kafka.Message) error {
+// judge decides one record against the running fence and queues its
+// statement.
+func (a *applyTx) judge(r *kafka.Message) {
+	off := int64(r.TopicPartition.Offset)
 	st, err := barrier.ReadStamp(r.Headers)
 	if err != nil {
-		return a.reject(ctx, r, st, Malformed, err.Error())
+		a.reject(r, st, Malformed, err.Error())
+		return
 	}
-	fence, err := a.fence(ctx, st.Lease)
-	if err != nil {
-		return err
-	}
+	fence := a.fences[st.Lease]
 	if st.Barrier {
-		return a.barrier(ctx, r, st, fence)
+		a.barrier(r, st, fence)
+		return
 	}
 	switch barrier.Judge(fence, st.Token) {
 	case barrier.Stale:
-		return a.reject(ctx, r, st, Stale, fmt.Sprintf("token %d below fence %d", st.Token, fence))
+		a.reject(r, st, Stale, fmt.Sprintf("token %d below fence %d", st.Token, fence))
+		return
 	case barrier.Unfenced:
-		return a.reject(ctx, r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence))
+		a.reject(r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence))
+		return
 	}
-	_, fresh, err := a.one(ctx, qApplyKey, st.Lease, st.Batch, st.Seq)
-	if err != nil {
-		return err
-	}
-	if !fresh {
-		return a.reject(ctx, r, st, Duplicate, fmt.Sprintf("batch %q seq %d already applied", st.Batch, st.Seq))
-	}
-	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
-	return a.write(ctx, qAccept, st.Lease, st.Token, st.Batch, st.Seq, a.key.topic, a.key.partition,
-		int64(r.TopicPartition.Offset), r.Key, r.Value, userHeaders(r.Headers))
+	a.dataAt = append(a.dataAt, len(a.verdicts))
+	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, off})
+	a.batch.Queue(qApplyData, st.Lease, st.Token, st.Batch, st.Seq, a.key.topic, a.key.partition, off,
+		r.Key, r.Value, userHeaders(r.Headers), fmt.Sprintf("batch %q seq %d already applied", st.Batch, st.Seq))
 }
 
 // barrier verifies a barrier and advances the fence, or rejects it.
-func (a *applyTx) barrier(ctx context.Context, r *kafka.Message, st barrier.Stamp, fence int64) error {
+func (a *applyTx) barrier(r *kafka.Message, st barrier.Stamp, fence int64) {
 	g, why := a.m.checkBarrier(a.key, st, r.Value)
 	if why == "" && g.Token <= fence {
 		why = fmt.Sprintf("token %d not above fence %d", g.Token, fence)
 	}
 	if why != "" {
-		return a.reject(ctx, r, st, BadBarrier, why)
+		a.reject(r, st, BadBarrier, why)
+		return
 	}
 	a.fences[st.Lease] = g.Token
 	a.advanced[st.Lease] = g.Token
-	a.verdicts = append(a.verdicts, judged{Barrier, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
-	return a.write(ctx, qAdvanceFence, g.Lease, g.Token, g.Owner, g.ProducerID, int32(g.Epoch),
-		a.key.partition, int64(r.TopicPartition.Offset))
+	a.queue(judged{Barrier, st.Lease, st.Token, int64(r.TopicPartition.Offset)}, qAdvanceFence,
+		g.Lease, g.Token, g.Owner, g.ProducerID, int32(g.Epoch), a.key.partition, int64(r.TopicPartition.Offset))
 }
 
 // checkBarrier verifies signature, lease binding and placement; it returns
@@ -183,10 +192,48 @@ func (m *Materializer) checkBarrier(key partitionKey, st barrier.Stamp, value []
 	return g, ""
 }
 
-func (a *applyTx) reject(ctx context.Context, r *kafka.Message, st barrier.Stamp, v Verdict, detail string) error {
-	a.verdicts = append(a.verdicts, judged{v, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
-	return a.write(ctx, qReject, nullable(st.Lease), nullableInt(st.Token), nullable(st.Batch), nullableSeq(st.Seq),
-		a.key.topic, a.key.partition, int64(r.TopicPartition.Offset), string(v), detail)
+func (a *applyTx) reject(r *kafka.Message, st barrier.Stamp, v Verdict, detail string) {
+	off := int64(r.TopicPartition.Offset)
+	a.queue(judged{v, st.Lease, st.Token, off}, qReject, nullable(st.Lease), nullableInt(st.Token),
+		nullable(st.Batch), nullableSeq(st.Seq), a.key.topic, a.key.partition, off, string(v), detail)
+}
+
+// queue adds a statement whose verdict is known now.
+func (a *applyTx) queue(j judged, q string, args ...any) {
+	a.dataAt = append(a.dataAt, -1)
+	a.verdicts = append(a.verdicts, j)
+	a.batch.Queue(q, args...)
+}
+
+// send runs the queued statements in one pipeline and reads each result
+// in order; a qApplyData result says accepted or duplicate.
+func (a *applyTx) send(ctx context.Context) error {
+	if a.batch.Len() == 0 {
+		return nil
+	}
+	res := a.tx.SendBatch(ctx, &a.batch)
+	for _, vi := range a.dataAt {
+		if vi < 0 {
+			if _, err := res.Exec(); err != nil {
+				res.Close()
+				return err
+			}
+		} else {
+			var fresh bool
+			if err := res.QueryRow().Scan(&fresh); err != nil {
+				res.Close()
+				return err
+			}
+			if !fresh {
+				a.verdicts[vi].v = Duplicate
+			}
+		}
+		if err := a.m.afterStatement(); err != nil {
+			res.Close()
+			return err
+		}
+	}
+	return res.Close()
 }
 
 // userHeaders are the record's headers other than fencegate's, as JSON.

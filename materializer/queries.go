@@ -21,9 +21,10 @@ const qAdvancePosition = `
 UPDATE consumer_positions SET next_offset = $4
  WHERE topic = $1 AND partition = $2 AND next_offset = $3`
 
-// qLockFence reads a lease's fence under a row lock for the rest of the
-// transaction.
-const qLockFence = `SELECT token FROM fences WHERE lease = $1 FOR UPDATE`
+// qLockFences reads the fences of the chunk's leases under row locks for
+// the rest of the transaction: the verdicts of the chunk are judged
+// against them in offset order.
+const qLockFences = `SELECT lease, token FROM fences WHERE lease = ANY($1) FOR UPDATE`
 
 // qAdvanceFence installs a new generation: only after the barrier verified
 // (HMAC, lease binding) and its token is above the current fence, checked
@@ -38,16 +39,27 @@ ON CONFLICT (lease) DO UPDATE
        barrier_offset = EXCLUDED.barrier_offset, updated_at = clock_timestamp()
  WHERE fences.token < EXCLUDED.token`
 
-// qApplyKey remembers a dedup key; no row returned means it was applied
-// before (duplicate).
-const qApplyKey = `
-INSERT INTO applied_keys (lease, batch_id, seq) VALUES ($1, $2, $3)
-ON CONFLICT DO NOTHING RETURNING 1`
-
-// qAccept writes a record into the ledger.
-const qAccept = `
-INSERT INTO accepted_records (lease, token, batch_id, seq, topic, partition, "offset", key, value, headers)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+// qApplyData applies a data record of the generation in force: its dedup
+// key is remembered, and the record enters the ledger only if the key is
+// new; otherwise its receipt says duplicate. It returns whether the record
+// was accepted. One statement, so the pipeline needs no answer before it
+// sends the next record's.
+const qApplyData = `
+WITH k AS (
+    INSERT INTO applied_keys (lease, batch_id, seq) VALUES ($1::text, $3::text, $4::int)
+    ON CONFLICT DO NOTHING RETURNING 1
+), a AS (
+    INSERT INTO accepted_records (lease, token, batch_id, seq, topic, partition, "offset", key, value, headers)
+    SELECT $1::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, $8::bytea, $9::bytea, $10::jsonb
+     WHERE EXISTS (SELECT 1 FROM k)
+    RETURNING 1
+), d AS (
+    INSERT INTO rejected_records (lease, token, batch_id, seq, topic, partition, "offset", reason, detail)
+    SELECT $1::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, 'duplicate', $11::text
+     WHERE NOT EXISTS (SELECT 1 FROM k)
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM k)`
 
 // qReject writes the receipt of a refused record.
 const qReject = `

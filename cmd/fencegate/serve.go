@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -113,7 +114,16 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 }
 
 func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {
-	pool, err := pgxpool.New(ctx, url)
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default (4 on two cores) queues handovers behind each
+		// other until their budgets expire.
+		pc.MaxConns = 32
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, nil, err
 	}
