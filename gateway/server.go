@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -33,7 +34,9 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	e.HideBanner, e.HidePort = true, true
 	s := &Server{g: g, auth: auth, e: e, log: g.log}
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.measure)
+	// A panic in a handler answers 500 problem+json and harms no session:
+	// every session state change happens under its own locks.
+	e.Use(middleware.Recover(), s.measure)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	v1 := e.Group("/v1", s.authenticate)
