@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,6 +105,9 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 		CommitTimeout: 5 * time.Second,
 		ReapInterval:  50 * time.Millisecond,
 		Now:           clk.now,
+		// Warnings (fences, refused writes) show in failing tests' output;
+		// per-handover info lines would drown benchmarks.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if mod != nil {
 		mod(&cfg)

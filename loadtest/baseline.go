@@ -161,9 +161,11 @@ func (r *runner) naive(ctx context.Context, rep *Report) error {
 	var faults sync.WaitGroup
 	freezeEvery := r.sc.FreezeEvery
 	r.every(nctx, &faults, freezeEvery, func() {
-		w := workers[rand.IntN(len(workers))]
-		if w.owned.Load() {
-			w.freeze.Store(true)
+		for _, i := range rand.Perm(len(workers)) {
+			if workers[i].owned.Load() {
+				workers[i].freeze.Store(true)
+				return
+			}
 		}
 	})
 	wg.Wait()

@@ -62,6 +62,13 @@ type GatewayFigures struct {
 	StaleRefused  int64   `json:"stale_refused"`
 	StaleAccepted int64   `json:"stale_accepted"`
 	Errors        int64   `json:"errors"`
+	// SessionsAfterRun are live sessions once every worker released
+	// (embedded only; -1 otherwise): leaked sessions keep producers.
+	SessionsAfterRun int `json:"sessions_after_run"`
+	// ThreadsBefore/After are the harness process's OS threads before the
+	// run and after it (embedded: the gateway's producers live here).
+	ThreadsBefore int `json:"threads_before"`
+	ThreadsAfter  int `json:"threads_after"`
 }
 
 // DirectFigures are the direct baseline's.
@@ -100,6 +107,8 @@ func (r *runner) report() *Report {
 	rep.Gateway = GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
 		StaleRefused: st.staleRefused.Load(), StaleAccepted: st.staleAccepted.Load(), Errors: st.errors.Load()}
+	rep.Gateway.SessionsAfterRun = r.stack.liveSessions()
+	rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter = r.threadsBefore, threadCount()
 	rep.LatencyMs.Produce = quantiles(&st.produce)
 	rep.LatencyMs.Handover = quantiles(&st.handover)
 	rep.LatencyMs.Renew = quantiles(&st.renew)
@@ -121,7 +130,7 @@ func (rep *Report) finish() {
 	}
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
-		rep.Gateway.StaleAccepted == 0
+		rep.Gateway.StaleAccepted == 0 && rep.Gateway.SessionsAfterRun <= 0
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -166,6 +175,8 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		rep.LatencyMs.Renew.P50, rep.LatencyMs.Renew.P99, rep.LatencyMs.Renew.Count)
 	fmt.Fprintf(w, "stale writes attempted by frozen workers: %d, refused: %d; producers fenced: %d; errors: %d\n",
 		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, rep.Gateway.Fenced, rep.Gateway.Errors)
+	fmt.Fprintf(w, "sessions left after the run: %d; process threads before/after: %d/%d\n",
+		rep.Gateway.SessionsAfterRun, rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {
 		for _, ex := range inv.Examples {
 			fmt.Fprintf(w, "- %s\n", ex)

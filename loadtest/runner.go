@@ -6,6 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,6 +30,23 @@ type runner struct {
 	value   string
 	workers [][]*worker
 	opts    Options
+	// threadsBefore is the process's OS thread count before the run.
+	threadsBefore int
+}
+
+// threadCount reads the process's OS threads from /proc (0 if unknown).
+func threadCount() int {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // Run drives the stack with the scenario, then verifies and runs the
@@ -42,7 +62,7 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 		return nil, errNotEmbedded
 	}
 	r := &runner{sc: sc, stack: stack, gw: newClient(stack.GatewayURL, stack.Token, sc.Leases*sc.WorkersPerLease+8),
-		st: newStats(), value: recordValue(sc.RecordSize), opts: opts}
+		st: newStats(), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
 	r.gatewayPhase(ctx)
 	rep := r.report()
 	if err := r.verify(ctx, rep); err != nil {
@@ -104,11 +124,12 @@ func (r *runner) every(ctx context.Context, wg *sync.WaitGroup, d time.Duration,
 // pickHolder applies fn to one random current holder (racy by design: a
 // worker checks its flag on its next step).
 func (r *runner) pickHolder(fn func(*worker)) {
-	ws := r.workers[rand.IntN(len(r.workers))]
-	for _, w := range ws {
-		if w.owned.Load() {
-			fn(w)
-			return
+	for _, l := range rand.Perm(len(r.workers)) {
+		for _, w := range r.workers[l] {
+			if w.owned.Load() {
+				fn(w)
+				return
+			}
 		}
 	}
 }

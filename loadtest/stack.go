@@ -53,6 +53,18 @@ type Stack struct {
 	Materialize bool
 	// Token is the workers' bearer token (default WorkerToken).
 	Token string
+	// gw is the in-process gateway (embedded only), for leak checks.
+	gw *gateway.Gateway
+}
+
+// liveSessions returns the embedded gateway's live sessions after its
+// background producer closes finished, or -1 when not embedded.
+func (s *Stack) liveSessions() int {
+	if s.gw == nil {
+		return -1
+	}
+	s.gw.Idle()
+	return s.gw.Sessions()
 }
 
 // External describes a running gateway, its Kafka and its database.
@@ -172,6 +184,7 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 	srv := &http.Server{Handler: gateway.NewServer(g, auth), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	s.GatewayURL = "http://" + ln.Addr().String()
+	s.gw = g
 	s.closers = append(s.closers, func() { _ = srv.Close(); g.Close() })
 	return nil
 }
