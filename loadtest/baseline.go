@@ -36,9 +36,23 @@ func (r *runner) baselines(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-func producerConfig(brokers string) kafka.ConfigMap {
-	return kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 1, "enable.metrics.push": false,
+// newProducer returns a baseline producer (transactional when
+// transactionalID is set) whose generic events are drained.
+func newProducer(brokers, transactionalID string) (*kafka.Producer, error) {
+	cm := kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 1, "enable.metrics.push": false,
 		"go.logs.channel.enable": false, "go.delivery.report.fields": "none"}
+	if transactionalID != "" {
+		cm["transactional.id"] = transactionalID
+	}
+	p, err := kafka.NewProducer(&cm)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	return p, nil
 }
 
 // direct runs one transactional producer per lease writing the same
@@ -73,17 +87,11 @@ func (r *runner) direct(ctx context.Context, rep *Report) error {
 }
 
 func (r *runner) directProducer(ctx context.Context, lease int, value []byte, records *atomic.Int64, hist *Histogram) error {
-	cm := producerConfig(r.stack.Brokers)
-	cm["transactional.id"] = fmt.Sprintf("loadtest-direct-%d", lease)
-	p, err := kafka.NewProducer(&cm)
+	p, err := newProducer(r.stack.Brokers, fmt.Sprintf("loadtest-direct-%d", lease))
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	go func() {
-		for range p.Events() {
-		}
-	}()
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.InitTransactions(ictx); err != nil {
@@ -139,16 +147,11 @@ func (r *runner) naive(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	cm := producerConfig(r.stack.Brokers)
-	p, err := kafka.NewProducer(&cm)
+	p, err := newProducer(r.stack.Brokers, "")
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	go func() {
-		for range p.Events() {
-		}
-	}()
 	nctx, cancel := context.WithTimeout(ctx, r.baselineDuration())
 	defer cancel()
 	workers := r.naiveWorkers()

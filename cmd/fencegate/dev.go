@@ -57,8 +57,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	log.Info("development broker is empty: materializer state cleared (fences, ledger, positions)")
-	mf := materializeFlags{listen: *matListen, databaseURL: f.databaseURL, brokers: f.brokers,
-		configPath: f.configPath, barrierKey: f.barrierKey, logJSON: f.logJSON}
+	mf := materializeFlags{commonFlags: f.commonFlags, listen: *matListen}
+	mf.migrate = false
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, f, log.With("component", "gateway"), nil) })
 	g.Go(func() error { return materialize(gctx, mf, log.With("component", "materializer")) })

@@ -43,3 +43,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// commonFlags are the settings gateway and materializer share.
+type commonFlags struct {
+	databaseURL  string
+	brokers      string
+	saslMech     string
+	saslUser     string
+	saslPassword string
+	configPath   string
+	barrierKey   string
+	migrate      bool
+	logJSON      bool
+}
+
+func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
+	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
+	fs.StringVar(&f.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
+	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user of the "+principal+" principal")
+	fs.StringVar(&f.saslPassword, "kafka-sasl-password", "", "SASL password")
+	fs.StringVar(&f.configPath, "config", "deploy/dev/fencegate.yaml", "routes and clients YAML file")
+	fs.StringVar(&f.barrierKey, "barrier-key", "", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer (required)")
+	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
+}

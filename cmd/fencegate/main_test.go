@@ -33,9 +33,9 @@ func TestServeAndOperatorCommands(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	f := serveFlags{listen: "127.0.0.1:0", databaseURL: db.URL, brokers: k.Brokers, configPath: cfg,
-		replica: "r1", barrierKey: "0123456789abcdef0123", minTTL: time.Millisecond, maxTTL: time.Hour,
-		txnTimeout: 10 * time.Second, migrate: true}
+	f := serveFlags{listen: "127.0.0.1:0", replica: "r1", minTTL: time.Millisecond, maxTTL: time.Hour,
+		txnTimeout: 10 * time.Second, commonFlags: commonFlags{databaseURL: db.URL, brokers: k.Brokers,
+			configPath: cfg, barrierKey: "0123456789abcdef0123", migrate: true}}
 	go func() { done <- serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), ready) }()
 	var addr string
 	select {

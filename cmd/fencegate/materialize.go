@@ -15,29 +15,13 @@ import (
 )
 
 type materializeFlags struct {
-	listen       string
-	databaseURL  string
-	brokers      string
-	saslMech     string
-	saslUser     string
-	saslPassword string
-	configPath   string
-	barrierKey   string
-	migrate      bool
-	logJSON      bool
+	commonFlags
+	listen string
 }
 
 func (f *materializeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "HTTP listen address (health, readiness, status)")
-	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
-	fs.StringVar(&f.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
-	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
-	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user of the materializer principal")
-	fs.StringVar(&f.saslPassword, "kafka-sasl-password", "", "SASL password")
-	fs.StringVar(&f.configPath, "config", "deploy/dev/fencegate.yaml", "routes YAML file (the gateway's)")
-	fs.StringVar(&f.barrierKey, "barrier-key", "", "HMAC key of generation barriers (the gateway's; required)")
-	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
-	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
+	f.commonFlags.register(fs, "materializer")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "HTTP listen address (health, readiness, status, metrics)")
 }
 
 func runMaterialize(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -23,38 +23,22 @@ import (
 
 // serveFlags are the settings of a gateway process.
 type serveFlags struct {
-	listen       string
-	databaseURL  string
-	brokers      string
-	saslMech     string
-	saslUser     string
-	saslPassword string
-	configPath   string
-	replica      string
-	barrierKey   string
-	minTTL       time.Duration
-	maxTTL       time.Duration
-	txnTimeout   time.Duration
-	migrate      bool
-	logJSON      bool
+	commonFlags
+	listen     string
+	replica    string
+	minTTL     time.Duration
+	maxTTL     time.Duration
+	txnTimeout time.Duration
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
+	f.commonFlags.register(fs, "gateway")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
-	fs.StringVar(&f.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
-	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
-	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user of the gateway principal")
-	fs.StringVar(&f.saslPassword, "kafka-sasl-password", "", "SASL password")
-	fs.StringVar(&f.configPath, "config", "deploy/dev/fencegate.yaml", "routes and clients YAML file")
 	fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
-	fs.StringVar(&f.barrierKey, "barrier-key", "", "HMAC key for generation barriers, >= 16 bytes (required)")
 	fs.DurationVar(&f.minTTL, "min-ttl", 100*time.Millisecond, "shortest lease TTL accepted")
 	fs.DurationVar(&f.maxTTL, "max-ttl", 10*time.Minute, "longest lease TTL accepted")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 10*time.Second, "transaction.timeout.ms of producers; keep below the TTLs in use")
-	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
-	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
 }
 
 func newLogger(w io.Writer, asJSON bool) *slog.Logger {
