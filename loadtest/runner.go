@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,6 +62,9 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 	if (sc.AmbiguityEvery > 0) && stack.cluster == nil {
 		return nil, errNotEmbedded
 	}
+	if sc.KillGatewayAfter > 0 && stack.child == nil {
+		return nil, errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
+	}
 	r := &runner{sc: sc, stack: stack, gw: newClient(stack.GatewayURL, stack.Token, sc.Leases*sc.WorkersPerLease+8),
 		st: newStats(), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
 	r.gatewayPhase(ctx)
@@ -95,6 +99,16 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
 	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.holdNextEndTxn(commitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
+	if r.sc.KillGatewayAfter > 0 {
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			wait(pctx, r.sc.KillGatewayAfter)
+			if pctx.Err() == nil {
+				r.stack.child.killAndRestart(pctx)
+			}
+		}()
+	}
 	wg.Wait()
 	faults.Wait()
 	r.progressDone()

@@ -88,8 +88,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("ttl must be >= 100ms")
 	case s.RenewEvery <= 0 || s.RenewEvery >= s.TTL:
 		return errors.New("renew_every must be in (0, ttl)")
-	case s.KillGatewayAfter != 0:
-		return errors.New("kill_gateway_after is not supported yet: the harness runs the gateway in-process")
+	case s.KillGatewayAfter < 0 || s.KillGatewayAfter >= s.Duration && s.KillGatewayAfter != 0:
+		return errors.New("kill_gateway_after must be inside the duration")
 	}
 	return nil
 }

@@ -55,6 +55,8 @@ type Stack struct {
 	Token string
 	// gw is the in-process gateway (embedded only), for leak checks.
 	gw *gateway.Gateway
+	// child is the gateway child process (StartEmbeddedChild only).
+	child *childGateway
 }
 
 // liveSessions returns the embedded gateway's live sessions after its
@@ -101,6 +103,10 @@ func newRouter() (*txnmap.Router, error) {
 // StartEmbedded starts, in this process, a fresh database on serverURL's
 // server, a kfake development broker, a gateway and a materializer.
 func StartEmbedded(ctx context.Context, serverURL string, log *slog.Logger) (*Stack, error) {
+	return startEmbedded(ctx, serverURL, log, true)
+}
+
+func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, withGateway bool) (*Stack, error) {
 	s := &Stack{Materialize: true}
 	ok := false
 	defer func() {
@@ -121,8 +127,10 @@ func StartEmbedded(ctx context.Context, serverURL string, log *slog.Logger) (*St
 	if s.Router, err = newRouter(); err != nil {
 		return nil, err
 	}
-	if err := s.startGateway(log); err != nil {
-		return nil, err
+	if withGateway {
+		if err := s.startGateway(log); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.startMaterializer(ctx, log); err != nil {
 		return nil, err

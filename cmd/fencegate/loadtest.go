@@ -18,6 +18,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flagSet("loadtest", stderr)
 	sc := loadtest.Defaults()
 	embedded := fs.Bool("embedded", false, "start the whole stack in-process (project Postgres, kfake, gateway, materializer)")
+	child := fs.Bool("gateway-child", false, "with --embedded: run the gateway as a child process (needed by --kill-gateway-after)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
 	brokers := fs.String("kafka", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
 	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres: the server for --embedded, the gateway's database otherwise")
@@ -37,6 +38,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.FreezeEvery, "freeze-every", sc.FreezeEvery, "freeze a holder this often (0: off)")
 	fs.DurationVar(&sc.ChurnEvery, "churn-every", sc.ChurnEvery, "force a handover this often (0: off)")
 	fs.DurationVar(&sc.AmbiguityEvery, "ambiguity-every", 0, "hold an EndTxn past the commit timeout this often (embedded; 0: off)")
+	fs.DurationVar(&sc.KillGatewayAfter, "kill-gateway-after", 0, "kill -9 the gateway child this long into the run, then restart it (0: off)")
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {
@@ -49,7 +51,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stack, err := openStack(ctx, *embedded, *gw, *brokers, *dbURL, *cfgPath, *token, log)
+	stack, err := openStack(ctx, *embedded, *child, *gw, *brokers, *dbURL, *cfgPath, *token, log)
 	if err != nil {
 		return err
 	}
@@ -72,7 +74,14 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-func openStack(ctx context.Context, embedded bool, gw, brokers, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
+func openStack(ctx context.Context, embedded, child bool, gw, brokers, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
+	if embedded && child {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		return loadtest.StartEmbeddedChild(ctx, dbURL, exe, log)
+	}
 	if embedded {
 		return loadtest.StartEmbedded(ctx, dbURL, log)
 	}
