@@ -71,6 +71,9 @@ func (s *Stack) liveSessions() int {
 
 // External describes a running gateway, its Kafka and its database.
 func External(ctx context.Context, gatewayURL, brokers, databaseURL, token string, router *txnmap.Router) (*Stack, error) {
+	if err := loopbackOnly(gatewayURL, brokers); err != nil {
+		return nil, err
+	}
 	s := &Stack{GatewayURL: gatewayURL, Brokers: brokers, DatabaseURL: databaseURL, Router: router, Token: token, Materialize: true}
 	if p, err := router.Resolve("shard:0"); err != nil || p.Topic != LeaseTopic {
 		return nil, fmt.Errorf("the gateway's routes must send shard:* to %s (got %+v, %v)", LeaseTopic, p, err)
@@ -240,3 +243,27 @@ func (s *Stack) holdNextEndTxn(d time.Duration) bool {
 
 // errNotEmbedded: a fault needs the embedded broker.
 var errNotEmbedded = errors.New("this fault needs --embedded")
+
+// loopbackOnly refuses targets off this machine: the harness generates
+// load and injects faults, and must never point them at a shared system.
+func loopbackOnly(gatewayURL, brokers string) error {
+	u, err := url.Parse(gatewayURL)
+	if err != nil {
+		return err
+	}
+	hosts := []string{u.Hostname()}
+	for _, b := range strings.Split(brokers, ",") {
+		h, _, err := net.SplitHostPort(strings.TrimSpace(b))
+		if err != nil {
+			return fmt.Errorf("broker %q: %w", b, err)
+		}
+		hosts = append(hosts, h)
+	}
+	for _, h := range hosts {
+		ip := net.ParseIP(h)
+		if h != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("the load harness targets loopback only; %q is not", h)
+		}
+	}
+	return nil
+}
