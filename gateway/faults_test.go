@@ -85,7 +85,7 @@ func TestFM06_LateHandoverFencesRightfulOwner(t *testing.T) {
 	bb := b.newReplica(nil)
 	a.clock.freeze()
 	done := make(chan reply, 1)
-	go func() { done <- a.acquire(t, "shard:6", "w-a", time.Second) }()
+	go func() { done <- a.acquire(t, "shard:6", "w-a", 2*time.Second) }()
 	gate.wait(t)
 	log := &ackLog{}
 	fresh := b.takeover(t, bb, "shard:6", "w-b")
