@@ -175,12 +175,11 @@ const (
 func classify(err error) outcome {
 	var kerr kafka.Error
 	if !errors.As(err, &kerr) {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return outcomeUnknown
-		}
-		return outcomeUnknown
+		return outcomeUnknown // a deadline or cancellation: we cannot know what happened
 	}
 	switch {
+	// Every fatal error ends the producer for good; fenced is the one
+	// expected here, and the reply says so (the detail carries the rest).
 	case kerr.IsFatal(), kerr.Code() == kafka.ErrFenced, kerr.Code() == kafka.ErrProducerFenced,
 		kerr.Code() == kafka.ErrInvalidProducerEpoch:
 		return outcomeFenced

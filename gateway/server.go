@@ -127,12 +127,18 @@ func (s *Server) acquire(c echo.Context) error {
 	return c.JSON(http.StatusCreated, grant)
 }
 
-func (s *Server) renew(c echo.Context) error {
+// leaseAndBody returns the authorised lease of the path and the body.
+func (s *Server) leaseAndBody(c echo.Context) (string, []byte, error) {
 	name, err := leaseParam(c)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	b, err := s.body(c)
+	return name, b, err
+}
+
+func (s *Server) renew(c echo.Context) error {
+	name, b, err := s.leaseAndBody(c)
 	if err != nil {
 		return err
 	}
@@ -168,11 +174,7 @@ func (s *Server) release(c echo.Context) error {
 }
 
 func (s *Server) produce(c echo.Context) error {
-	name, err := leaseParam(c)
-	if err != nil {
-		return err
-	}
-	b, err := s.body(c)
+	name, b, err := s.leaseAndBody(c)
 	if err != nil {
 		return err
 	}
