@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -198,4 +199,55 @@ func TestFM08_BrokerRefusesInitProducerID(t *testing.T) {
 	if rep := r.produce(t, "shard:10", "w1", l.Token, "x", 1); rep.status != http.StatusConflict {
 		t.Fatalf("produce with the failed grant's token: %d %s", rep.status, rep.raw)
 	}
+}
+
+// TestFM20_HotLeaseRowDoesNotStallProduce: the lease row is locked by a
+// slow transaction and renewals pile up behind it until they hold every
+// connection of the gateway's pool; produce of the active session goes on,
+// because the data plane never touches Postgres.
+func TestFM20_HotLeaseRowDoesNotStallProduce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	token := r.mustAcquire(t, "shard:20", "w1", 30*time.Second)
+	lock, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(context.Background()) }) // before the server's cleanup waits for the renewals
+	if _, err := lock.Exec(b.ctx, `SELECT 1 FROM leases WHERE name = 'shard:20' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	renewed := make(chan reply, 16)
+	for range cap(renewed) {
+		go func() {
+			renewed <- r.do(t, "PATCH", "/v1/leases/shard:20", map[string]any{"owner_id": "w1", "token": token, "ttl_ms": 30000})
+		}()
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		var waiting int
+		// Statistics views are a snapshot per transaction: clear it first.
+		_, _ = lock.Exec(b.ctx, `SELECT pg_stat_clear_snapshot()`)
+		_ = lock.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting)
+		return waiting >= 3, fmt.Sprintf("%d renewals waiting on the row lock, %d answered", waiting, len(renewed))
+	})
+	log := &ackLog{}
+	for i := range 5 {
+		b.mustProduce(t, r, log, "shard:20", "w1", token, fmt.Sprintf("hot-%d", i), 10)
+	}
+	select {
+	case rep := <-renewed:
+		t.Fatalf("a renewal finished while the row was locked: %d %s", rep.status, rep.raw)
+	default:
+	}
+	if err := lock.Rollback(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range cap(renewed) {
+		if rep := <-renewed; rep.status != http.StatusOK {
+			t.Fatalf("renewal after the lock: %d %s", rep.status, rep.raw)
+		}
+	}
+	b.checkInvariants(t, "shard:20", log)
 }
