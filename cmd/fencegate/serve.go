@@ -29,6 +29,7 @@ type serveFlags struct {
 	minTTL     time.Duration
 	maxTTL     time.Duration
 	txnTimeout time.Duration
+	limits     gateway.Limits
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -39,6 +40,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.minTTL, "min-ttl", 100*time.Millisecond, "shortest lease TTL accepted")
 	fs.DurationVar(&f.maxTTL, "max-ttl", 10*time.Minute, "longest lease TTL accepted")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 10*time.Second, "transaction.timeout.ms of producers; keep below the TTLs in use")
+	fs.IntVar(&f.limits.MaxRecords, "max-records", 10000, "records per batch (413 beyond)")
+	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", 1<<20, "key + value + headers of one record (413 beyond)")
+	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", 16<<20, "bytes of one request body (413 beyond)")
 }
 
 func newLogger(w io.Writer, asJSON bool) *slog.Logger {
@@ -86,6 +90,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		Kafka: gateway.KafkaConfig{Brokers: f.brokers, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
 			SASLPassword: f.saslPassword, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
 		BarrierKey: []byte(f.barrierKey),
+		Limits:     f.limits,
 		Logger:     log,
 	})
 	if err != nil {
