@@ -24,7 +24,10 @@
 //
 // session.admit (owner, token, not ended, local deadline) -> Begin ->
 // produce every record stamped with the fencegate-* headers -> Commit.
-// Produce never calls Postgres. A fenced or fatal error ends the session
+// Produce of a session never calls Postgres (a request with no session on
+// this replica reads the lease row and the replica registry, for routing
+// only, to answer 421 with the holder's address). A fenced or fatal error
+// ends the session
 // for good (no re-creation, no other producer or transactional.id); an
 // abortable error aborts the batch (503 batch_aborted, nothing written);
 // an unknown outcome (timeout) ends the generation (409 generation_ended):

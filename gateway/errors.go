@@ -22,6 +22,7 @@ const (
 	CodeLeaseLost        Code = "lease_lost"
 	CodeFenced           Code = "fenced"
 	CodeNotHolder        Code = "not_holder"
+	CodeMisdirected      Code = "misdirected"
 	CodeGenerationEnded  Code = "generation_ended"
 	CodeBatchAborted     Code = "batch_aborted"
 	CodePayloadTooLarge  Code = "payload_too_large"
@@ -45,6 +46,8 @@ func statusOf(c Code) int {
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case CodeMisdirected:
+		return http.StatusMisdirectedRequest
 	case CodeKafkaUnavailable, CodeStoreUnavailable, CodeBatchAborted:
 		return http.StatusServiceUnavailable
 	}

@@ -30,6 +30,8 @@ type LeaseStore interface {
 	List(ctx context.Context, prefix string) ([]leasestore.Lease, error)
 	Events(ctx context.Context, name string, limit int) ([]leasestore.Event, error)
 	Ping(ctx context.Context) error
+	Heartbeat(ctx context.Context, replica, url string) error
+	Replica(ctx context.Context, replica string, fresh time.Duration) (string, bool, error)
 }
 
 var _ LeaseStore = (*leasestore.Store)(nil)
@@ -45,6 +47,12 @@ type Limits struct {
 type Config struct {
 	// Replica names this gateway process in lease rows (default "gateway-1").
 	Replica string
+	// AdvertiseURL is where other replicas send clients of leases this
+	// replica holds (421 with holder_url). Empty: not registered.
+	AdvertiseURL string
+	// HeartbeatEvery is the registry heartbeat interval (default 2s); a
+	// replica silent for 3 intervals is taken for gone.
+	HeartbeatEvery time.Duration
 	// Kafka is how producers reach the cluster.
 	Kafka KafkaConfig
 	// BarrierKey signs generation barriers (at least 16 bytes; required).
@@ -91,6 +99,9 @@ func (c *Config) fill() error {
 	}
 	if c.ReapInterval == 0 {
 		c.ReapInterval = time.Second
+	}
+	if c.HeartbeatEvery == 0 {
+		c.HeartbeatEvery = 2 * time.Second
 	}
 	if c.MaxConcurrentHandovers == 0 {
 		c.MaxConcurrentHandovers = 16
@@ -287,14 +298,52 @@ func (g *Gateway) reapLoop() {
 	defer g.reaped.Done()
 	t := time.NewTicker(g.cfg.ReapInterval)
 	defer t.Stop()
+	hb := time.NewTicker(g.cfg.HeartbeatEvery)
+	defer hb.Stop()
+	g.heartbeat()
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-t.C:
 			g.reap()
+		case <-hb.C:
+			g.heartbeat()
 		}
 	}
+}
+
+// heartbeat registers this replica's address (routing only).
+func (g *Gateway) heartbeat() {
+	if g.cfg.AdvertiseURL == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.HeartbeatEvery)
+	defer cancel()
+	if err := g.store.Heartbeat(ctx, g.cfg.Replica, g.cfg.AdvertiseURL); err != nil {
+		g.log.Warn("replica heartbeat failed", "replica", g.cfg.Replica, "error", err)
+	}
+}
+
+// notHolder answers a request for a lease with no session here: 421 with
+// the holder's address when another live replica holds it, else 409
+// not_holder (ask for a new generation here). It reads Postgres for
+// routing only, bounded by a second, and fails closed to not_holder; a
+// session's own produce path never gets here.
+func (g *Gateway) notHolder(ctx context.Context, name string) *Error {
+	e := errorf(CodeNotHolder, "no session of %q on this replica; ask for a new generation with your current token", name)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	l, err := g.store.Get(ctx, name)
+	if err != nil || !l.Live() || l.Holder == g.cfg.Replica {
+		return e
+	}
+	url, alive, err := g.store.Replica(ctx, l.Holder, 3*g.cfg.HeartbeatEvery)
+	if err != nil || !alive {
+		return e
+	}
+	return &Error{Code: CodeMisdirected, Detail: fmt.Sprintf("lease %q is held on replica %q; send the request there", name, l.Holder),
+		Extra: map[string]any{"holder": l.Holder, "holder_url": url}}
 }
 
 // reap ends sessions whose local deadline passed and closes their

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -93,3 +94,36 @@ func TestFM03_ProduceAfterLocalDeadlineRefused(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconvItoa(n) }
+
+// TestRegistryMisdirectsToHolder: a replica without the lease's session
+// answers 421 with the holder's address while the holder heartbeats; once
+// the holder is gone it answers not_holder and the owner moves the lease
+// here with its current token (one handover, no TTL wait).
+func TestRegistryMisdirectsToHolder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.newReplica(nil)
+	other := b.newReplica(nil)
+	token := a.mustAcquire(t, "shard:30", "w1", 30*time.Second)
+	rep := other.produce(t, "shard:30", "w1", token, "b1", 1)
+	if rep.status != http.StatusMisdirectedRequest || rep.code() != "misdirected" || rep.body["holder_url"] != a.srv.URL {
+		t.Fatalf("produce on the other replica: %d %s, want 421 with holder_url %s", rep.status, rep.raw, a.srv.URL)
+	}
+	rep = other.do(t, "PATCH", "/v1/leases/shard:30", map[string]any{"owner_id": "w1", "token": token, "ttl_ms": 30000})
+	if rep.status != http.StatusMisdirectedRequest {
+		t.Fatalf("renew on the other replica: %d %s", rep.status, rep.raw)
+	}
+	a.srv.Close()
+	a.g.Close() // the holder dies: no more heartbeats
+	eventually(t, 10*time.Second, func() (bool, string) {
+		rep = other.produce(t, "shard:30", "w1", token, "b1", 1)
+		return rep.code() == "not_holder", fmt.Sprintf("%d %s", rep.status, rep.raw)
+	})
+	rep = other.regenerate(t, "shard:30", "w1", token, 30*time.Second)
+	if rep.status != http.StatusCreated || rep.int("token") <= token {
+		t.Fatalf("moving the lease: %d %s", rep.status, rep.raw)
+	}
+	log := &ackLog{}
+	b.mustProduce(t, other, log, "shard:30", "w1", rep.int("token"), "b1", 1)
+	b.checkInvariants(t, "shard:30", log)
+}

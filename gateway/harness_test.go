@@ -98,13 +98,21 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 	b.t.Helper()
 	b.replica++
 	clk := &clock{}
+	// The listener exists before the gateway, so the replica can advertise
+	// its own address in the registry.
+	var handler atomic.Pointer[gateway.Server]
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handler.Load().ServeHTTP(w, r)
+	}))
 	cfg := gateway.Config{
-		Replica:       fmt.Sprintf("replica-%d", b.replica),
-		Kafka:         gateway.KafkaConfig{Brokers: b.kafka.Brokers, TransactionTimeoutMS: 10000},
-		BarrierKey:    barrierKey,
-		CommitTimeout: 5 * time.Second,
-		ReapInterval:  50 * time.Millisecond,
-		Now:           clk.now,
+		Replica:        fmt.Sprintf("replica-%d", b.replica),
+		AdvertiseURL:   "http://" + srv.Listener.Addr().String(),
+		HeartbeatEvery: 200 * time.Millisecond,
+		Kafka:          gateway.KafkaConfig{Brokers: b.kafka.Brokers, TransactionTimeoutMS: 10000},
+		BarrierKey:     barrierKey,
+		CommitTimeout:  5 * time.Second,
+		ReapInterval:   50 * time.Millisecond,
+		Now:            clk.now,
 		// Warnings (fences, refused writes) show in failing tests' output;
 		// per-handover info lines would drown benchmarks.
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -116,7 +124,8 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	srv := httptest.NewServer(gateway.NewServer(g, b.auth))
+	handler.Store(gateway.NewServer(g, b.auth))
+	srv.Start()
 	b.t.Cleanup(func() { srv.Close(); g.Close() })
 	return &replica{g: g, srv: srv, clock: clk, name: cfg.Replica}
 }

@@ -56,8 +56,7 @@ func (g *Gateway) Produce(ctx context.Context, req ProduceRequest) (ProduceResul
 func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
 	s := g.session(req.Name)
 	if s == nil {
-		return ProduceResult{}, g.refused(req, 0, 0, errorf(CodeNotHolder,
-			"no session of %q on this replica; ask for a new generation with your current token", req.Name))
+		return ProduceResult{}, g.refused(req, 0, 0, g.notHolder(ctx, req.Name))
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrEpoch.Int64(int64(s.epoch)))
 	s.mu.Lock()
@@ -92,7 +91,7 @@ func batchOutcome(err error) string {
 		return e.outcome
 	case e.Code == CodeFenced:
 		return outcomeFencedOut
-	case e.Code == CodeLeaseLost, e.Code == CodeNotHolder:
+	case e.Code == CodeLeaseLost, e.Code == CodeNotHolder, e.Code == CodeMisdirected:
 		return outcomeStaleToken
 	case e.Code == CodeInvalidRequest, e.Code == CodePayloadTooLarge:
 		return outcomeInvalid
@@ -240,8 +239,7 @@ func (g *Gateway) renew(ctx context.Context, name, owner string, token int64, tt
 	start := g.cfg.Now()
 	s := g.session(name)
 	if s == nil {
-		return RenewResult{}, errorf(CodeNotHolder,
-			"no session of %q on this replica; ask for a new generation with your current token", name)
+		return RenewResult{}, g.notHolder(ctx, name)
 	}
 	if err := s.admit(owner, token, start); err != nil {
 		return RenewResult{}, err

@@ -85,6 +85,27 @@ func (s *Store) Abandon(ctx context.Context, name string, token int64) error {
 	return err
 }
 
+// Heartbeat records that replica is alive and reachable at url.
+func (s *Store) Heartbeat(ctx context.Context, replica, url string) error {
+	if _, err := s.pool.Exec(ctx, qHeartbeat, replica, url); err != nil {
+		return unavailable("heartbeat", err)
+	}
+	return nil
+}
+
+// Replica returns the address of replica and whether it heartbeated within
+// fresh; ErrNotFound when it never registered.
+func (s *Store) Replica(ctx context.Context, replica string, fresh time.Duration) (url string, alive bool, err error) {
+	err = s.pool.QueryRow(ctx, qReplica, replica, fresh.Milliseconds()).Scan(&url, &alive)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, ErrNotFound
+	}
+	if err != nil {
+		return "", false, unavailable("replica", err)
+	}
+	return url, alive, nil
+}
+
 // Get returns the lease row of name, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (Lease, error) {
 	row := s.pool.QueryRow(ctx, qGet, name)

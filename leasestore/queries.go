@@ -207,3 +207,14 @@ SELECT id, name, kind, token, owner_id, holder, COALESCE(producer_id, -1),
 
 // qPing checks that the database answers.
 const qPing = `SELECT 1`
+
+// qHeartbeat records that a replica is alive at an address.
+const qHeartbeat = `
+INSERT INTO replicas (name, url, heartbeat_at) VALUES ($1, $2, clock_timestamp())
+ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, heartbeat_at = EXCLUDED.heartbeat_at`
+
+// qReplica reads a replica's address and whether it heartbeated within
+// the given number of milliseconds (database time).
+const qReplica = `
+SELECT url, heartbeat_at > clock_timestamp() - $2::bigint * interval '1 millisecond'
+  FROM replicas WHERE name = $1`

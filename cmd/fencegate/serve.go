@@ -25,6 +25,7 @@ import (
 type serveFlags struct {
 	commonFlags
 	listen     string
+	advertise  string
 	replica    string
 	minTTL     time.Duration
 	maxTTL     time.Duration
@@ -37,6 +38,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.commonFlags.register(fs, "gateway")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
+	fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>)")
 	fs.DurationVar(&f.minTTL, "min-ttl", 100*time.Millisecond, "shortest lease TTL accepted")
 	fs.DurationVar(&f.maxTTL, "max-ttl", 10*time.Minute, "longest lease TTL accepted")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 10*time.Second, "transaction.timeout.ms of producers; keep below the TTLs in use")
@@ -84,9 +86,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer func() { _ = stopTracing(context.Background()) }()
+	if f.advertise == "" {
+		f.advertise = "http://" + f.listen
+	}
 	g, err := gateway.New(store, router, gateway.Config{
 		MeterProvider: mp, TracerProvider: tp,
-		Replica: f.replica,
+		Replica: f.replica, AdvertiseURL: f.advertise,
 		Kafka: gateway.KafkaConfig{Brokers: f.brokers, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
 			SASLPassword: f.saslPassword, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
 		BarrierKey: []byte(f.barrierKey),
