@@ -31,61 +31,48 @@ func dataOf(recs []verify.Record, token int64) int {
 	return n
 }
 
-// TestFM01_FrozenOwnerCommitFenced: the old session's commit is held at a
-// hook with its records already sent (replica A is frozen: its clock stops,
-// so no local deadline saves us); the lease expires and a new owner takes
-// it on replica B. Released, A's commit must be refused by the broker.
-func TestFM01_FrozenOwnerCommitFenced(t *testing.T) {
-	t.Parallel()
+// pausedThroughTakeover pauses a produce of replica A (frozen: its clock
+// stops, so no local deadline saves us) at hook, lets the lease expire and
+// a new owner take it on replica B, then resumes A. The broker, not a
+// check, must refuse A's transaction: 409 fenced and none of its records
+// committed, while B's batches stand.
+func pausedThroughTakeover(t *testing.T, hook gateway.Hook, lease string) {
 	b := setup(t)
-	gate := newGate(gateway.HookBeforeCommit, "shard:1")
+	gate := newGate(hook, lease)
 	a := b.newReplica(hooks(gate))
 	bb := b.newReplica(nil)
-	old := a.mustAcquire(t, "shard:1", "indexer-17", 2*time.Second)
+	old := a.mustAcquire(t, lease, "indexer-17", 2*time.Second)
 	a.clock.freeze()
 	done := make(chan reply, 1)
-	go func() { done <- a.produce(t, "shard:1", "indexer-17", old, "frozen", 10) }()
+	go func() { done <- a.produce(t, lease, "indexer-17", old, "frozen", 10) }()
 	gate.wait(t)
 	log := &ackLog{}
-	fresh := b.takeover(t, bb, "shard:1", "indexer-04")
-	b.mustProduce(t, bb, log, "shard:1", "indexer-04", fresh, "new-owner", 3)
+	fresh := b.takeover(t, bb, lease, "indexer-04")
+	b.mustProduce(t, bb, log, lease, "indexer-04", fresh, "new-owner", 3)
 	gate.open()
 	rep := <-done
 	if rep.status != http.StatusConflict || rep.code() != "fenced" {
-		t.Fatalf("frozen owner's commit: %d %s, want 409 fenced", rep.status, rep.raw)
+		t.Fatalf("paused produce of the old owner: %d %s, want 409 fenced", rep.status, rep.raw)
 	}
-	recs := b.checkInvariants(t, "shard:1", log)
+	b.mustProduce(t, bb, log, lease, "indexer-04", fresh, "after", 1)
+	recs := b.checkInvariants(t, lease, log)
 	if n := dataOf(recs, old); n != 0 {
-		t.Fatalf("%d records of the frozen owner's transaction are committed", n)
+		t.Fatalf("%d records of the old owner's transaction are committed", n)
 	}
-	b.mustProduce(t, bb, log, "shard:1", "indexer-04", fresh, "after", 1)
 }
 
-// TestFM02_PauseBetweenCheckAndCommit: a produce passes the session check,
-// pauses, the lease moves, the produce resumes: only the broker decides.
+// TestFM01_FrozenOwnerCommitFenced: the old session's commit is held with
+// its records already sent to the open transaction.
+func TestFM01_FrozenOwnerCommitFenced(t *testing.T) {
+	t.Parallel()
+	pausedThroughTakeover(t, gateway.HookBeforeCommit, "shard:1")
+}
+
+// TestFM02_PauseBetweenCheckAndCommit: a produce passes the session check
+// and pauses before its transaction begins; the lease moves; it resumes.
 func TestFM02_PauseBetweenCheckAndCommit(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	gate := newGate(gateway.HookAdmitted, "shard:2")
-	a := b.newReplica(hooks(gate))
-	bb := b.newReplica(nil)
-	old := a.mustAcquire(t, "shard:2", "w-old", 2*time.Second)
-	a.clock.freeze()
-	done := make(chan reply, 1)
-	go func() { done <- a.produce(t, "shard:2", "w-old", old, "paused", 5) }()
-	gate.wait(t)
-	log := &ackLog{}
-	fresh := b.takeover(t, bb, "shard:2", "w-new")
-	b.mustProduce(t, bb, log, "shard:2", "w-new", fresh, "new", 2)
-	gate.open()
-	rep := <-done
-	if rep.status != http.StatusConflict || rep.code() != "fenced" {
-		t.Fatalf("resumed produce: %d %s, want 409 fenced", rep.status, rep.raw)
-	}
-	recs := b.checkInvariants(t, "shard:2", log)
-	if n := dataOf(recs, old); n != 0 {
-		t.Fatalf("%d records of the paused produce are committed", n)
-	}
+	pausedThroughTakeover(t, gateway.HookAdmitted, "shard:2")
 }
 
 // TestFM07_NoRecreationAfterFence: once fenced, the old token's produce is
