@@ -19,18 +19,14 @@ import (
 	"github.com/fencegate/fencegate/barrier"
 )
 
-// Record is one committed record of a lease partition.
+// Record is one committed record of a lease partition: its position and
+// what its fencegate headers say.
 type Record struct {
 	Offset    int64
 	Timestamp time.Time
-	Lease     string
-	Token     int64
-	Owner     string
-	Batch     string
-	Seq       int
-	Barrier   bool
-	Key       []byte
-	Value     []byte
+	barrier.Stamp
+	Key   []byte
+	Value []byte
 }
 
 // ReadPartition reads topic/partition from the beginning to its end with
@@ -89,8 +85,7 @@ func readUntil(c *kafka.Consumer, tp kafka.TopicPartition, high int64, deadline 
 
 func parse(m *kafka.Message) Record {
 	st, _ := barrier.ReadStamp(m.Headers)
-	return Record{Offset: int64(m.TopicPartition.Offset), Timestamp: m.Timestamp, Key: m.Key, Value: m.Value,
-		Lease: st.Lease, Token: st.Token, Owner: st.Owner, Batch: st.Batch, Seq: st.Seq, Barrier: st.Barrier}
+	return Record{Offset: int64(m.TopicPartition.Offset), Timestamp: m.Timestamp, Stamp: st, Key: m.Key, Value: m.Value}
 }
 
 // Violation is one breach of an invariant.
