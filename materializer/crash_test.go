@@ -125,3 +125,26 @@ func TestReplayFromZeroGivesSameLedger(t *testing.T) {
 		t.Fatalf("replayed ledger differs:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestDisjointInstancesGiveTheSameLedger: two instances on disjoint
+// partition sets build the ledger one instance builds.
+func TestDisjointInstancesGiveTheSameLedger(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last1 := b.workload()
+	last2 := b.write(2, bar("shard:2", 4), data("shard:2", 4, "x", 0), data("shard:2", 3, "old", 0), data("shard:2", 4, "x", 0))
+	ref := pgtest.New(t)
+	m := b.newMaterializerOn(ref, nil)
+	b.runUntil(m, ref, 1, last1)
+	b.runUntil(b.newMaterializerOn(ref, nil), ref, 2, last2)
+	want := snapshot(t, ref)
+	b.runUntil(b.newMaterializer(func(c *materializer.Config) { c.Partitions = []int32{1} }), b.db, 1, last1)
+	only2 := b.newMaterializer(func(c *materializer.Config) { c.Partitions = []int32{2} })
+	b.runUntil(only2, b.db, 2, last2)
+	if got := snapshot(t, b.db); got != want {
+		t.Fatalf("split ledger differs:\n%s\nwant:\n%s", got, want)
+	}
+	if n := count(t, b.db, `SELECT count(*) FROM consumer_positions`); n != 2 {
+		t.Fatalf("%d positions stored, want 2 (each instance only its partition)", n)
+	}
+}

@@ -78,6 +78,10 @@ type Config struct {
 	GroupID string
 	// BarrierKey verifies barriers (the gateway's key; required).
 	BarrierKey []byte
+	// Partitions limits this instance to these partitions of every routed
+	// topic (empty: all). Instances on disjoint sets scale out; overlapping
+	// sets are safe too (compare-and-set on positions, FM14).
+	Partitions []int32
 	// MaxBatch is the most records applied in one transaction (default 500).
 	MaxBatch int
 	// PollTimeout bounds one consumer poll (default 100ms).
@@ -206,6 +210,19 @@ func (m *Materializer) count(v Verdict) { m.verdictCounter(v).Add(1) }
 func (m *Materializer) verdictCounter(v Verdict) *atomic.Int64 {
 	c, _ := m.verdicts.Load(v)
 	return c.(*atomic.Int64)
+}
+
+// mine reports whether this instance applies partition p.
+func (m *Materializer) mine(p int32) bool {
+	if len(m.cfg.Partitions) == 0 {
+		return true
+	}
+	for _, q := range m.cfg.Partitions {
+		if q == p {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Materializer) newConsumer() (*kafka.Consumer, error) {

@@ -66,6 +66,9 @@ func (m *Materializer) assign(ctx context.Context, c *kafka.Consumer) (map[parti
 		}
 		seen[r.Topic] = true
 		for p := range r.Partitions {
+			if !m.mine(p) {
+				continue
+			}
 			key := partitionKey{r.Topic, p}
 			off, err := m.position(ctx, key)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"testing"
 )
@@ -26,5 +27,21 @@ func TestFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("FENCEGATE_MAX_RECORDS", "many")
 	if err := parse(fs, nil); err == nil {
 		t.Fatal("a bad environment value was accepted")
+	}
+}
+
+func TestParsePartitions(t *testing.T) {
+	t.Parallel()
+	got, err := parsePartitions("0-2, 7,9-9")
+	if err != nil || fmt.Sprint(got) != "[0 1 2 7 9]" {
+		t.Fatalf("parsePartitions = %v, %v", got, err)
+	}
+	for _, bad := range []string{"x", "3-1", "-1", "1-"} {
+		if _, err := parsePartitions(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if got, err := parsePartitions(""); err != nil || len(got) != 0 {
+		t.Fatalf("empty spec: %v %v", got, err)
 	}
 }

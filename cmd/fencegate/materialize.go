@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -16,12 +19,14 @@ import (
 
 type materializeFlags struct {
 	commonFlags
-	listen string
+	listen     string
+	partitions string
 }
 
 func (f *materializeFlags) register(fs *flag.FlagSet) {
 	f.commonFlags.register(fs, "materializer")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "HTTP listen address (health, readiness, status, metrics)")
+	fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions, e.g. 0-7,12 (empty: all)")
 }
 
 func runMaterialize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -50,13 +55,17 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		consumer = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": f.saslMech,
 			"sasl.username": f.saslUser, "sasl.password": f.saslPassword}
 	}
+	parts, err := parsePartitions(f.partitions)
+	if err != nil {
+		return err
+	}
 	mp, metricsHandler, err := telemetry.Prometheus()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	m, err := materializer.New(pool, router, materializer.Config{Brokers: f.brokers, Consumer: consumer,
-		BarrierKey: []byte(f.barrierKey), Logger: log, MeterProvider: mp})
+		BarrierKey: []byte(f.barrierKey), Logger: log, MeterProvider: mp, Partitions: parts})
 	if err != nil {
 		return err
 	}
@@ -73,4 +82,28 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		return nil
 	}
 	return err
+}
+
+// parsePartitions reads "0-7,12" into partition numbers.
+func parsePartitions(spec string) ([]int32, error) {
+	var out []int32
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseInt(lo, 10, 32)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.ParseInt(hi, 10, 32)
+		}
+		if err != nil || a < 0 || b < a || b-a > 100000 {
+			return nil, fmt.Errorf("--partitions: bad range %q", part)
+		}
+		for p := a; p <= b; p++ {
+			out = append(out, int32(p))
+		}
+	}
+	return out, nil
 }
