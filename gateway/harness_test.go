@@ -289,21 +289,8 @@ func (b *testBundle) checkInvariants(t testing.TB, name string, log *ackLog) []v
 	return recs
 }
 
-// waitExpired polls database time until the lease has ended.
-func (b *testBundle) waitExpired(t testing.TB, name string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		l, err := b.store.Get(b.ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !l.Live() {
-			return
-		}
-	}
-	t.Fatalf("lease %s did not expire", name)
-}
+// waitExpired waits until the lease has ended in database time.
+func (b *testBundle) waitExpired(t testing.TB, name string) { pgtest.WaitExpired(t, b.store, name) }
 
 // gate is a hook that pauses one (hook, lease, token) until released.
 type gate struct {

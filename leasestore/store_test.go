@@ -33,21 +33,8 @@ func setup(t testing.TB) *testBundle {
 	return &testBundle{db: db, store: st, ctx: ctx}
 }
 
-// waitExpired polls database time until the lease has expired.
-func waitExpired(t *testing.T, b *testBundle, name string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		l, err := b.store.Get(b.ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !l.Live() {
-			return
-		}
-	}
-	t.Fatalf("lease %s did not expire", name)
-}
+// waitExpired waits until the lease has ended in database time.
+func waitExpired(t *testing.T, b *testBundle, name string) { pgtest.WaitExpired(t, b.store, name) }
 
 func acquireActive(t *testing.T, b *testBundle, name, owner string, ttl time.Duration) leasestore.Lease {
 	t.Helper()

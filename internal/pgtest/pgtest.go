@@ -102,3 +102,27 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// WaitExpired polls database time until lease name has ended (expired or
+// released), on a short ticker with a deadline; tests use it to wait out a
+// TTL without sleeping for a guessed duration.
+func WaitExpired(t testing.TB, store *leasestore.Store, name string) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for {
+		l, err := store.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !l.Live() {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("lease %s did not expire", name)
+		}
+	}
+}
