@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PG := deploy/dev/pg.sh
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The OpenAPI linter (npm; Debian: apt-get install nodejs npm).
+REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
@@ -19,10 +21,11 @@ test: ## run the whole suite with -race (installs and starts the throwaway Postg
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-lint: ## go vet, gofmt -l and staticcheck
+lint: ## go vet, gofmt -l, staticcheck and the OpenAPI linter
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
+	npx --yes $(REDOCLY) lint --config api/redocly.yaml api/openapi.yaml
 
 bench: ## benchmarks against the throwaway Postgres and the embedded broker
 	@$(PG) start
