@@ -22,7 +22,7 @@ type Stamp struct {
 var ErrUnstamped = errors.New("record lacks valid fencegate headers")
 
 // ReadStamp parses the fencegate-* headers of a record. Lease and token are
-// required on every record; batch and seq on every data record.
+// required on every record; owner, batch and seq on every data record.
 func ReadStamp(hs []kafka.Header) (Stamp, error) {
 	s := Stamp{Seq: -1}
 	var haveLease, haveToken, haveSeq bool
@@ -51,8 +51,9 @@ func ReadStamp(hs []kafka.Header) (Stamp, error) {
 		return s, fmt.Errorf("%w: no %s", ErrUnstamped, HeaderLease)
 	case !haveToken:
 		return s, fmt.Errorf("%w: no positive %s", ErrUnstamped, HeaderToken)
-	case !s.Barrier && (s.Batch == "" || !haveSeq):
-		return s, fmt.Errorf("%w: data record without %s/%s", ErrUnstamped, HeaderBatch, HeaderSeq)
+	case !s.Barrier && (s.Batch == "" || !haveSeq || s.Owner == ""):
+		// Owner, batch and seq make the ledger's dedup key.
+		return s, fmt.Errorf("%w: data record without %s/%s/%s", ErrUnstamped, HeaderOwner, HeaderBatch, HeaderSeq)
 	}
 	return s, nil
 }

@@ -248,15 +248,19 @@ func (g *Gateway) session(name string) *session {
 // once no transaction holds it. The ended session stays in the map as a
 // tombstone until its deadline, so late requests of that generation learn
 // why it ended (fenced, superseded, expired). g.mu is held.
-func (g *Gateway) endLocked(s *session, reason *Error) {
+// The returned channel closes once the producer is closed.
+func (g *Gateway) endLocked(s *session, reason *Error) <-chan struct{} {
 	s.end(reason)
+	closed := make(chan struct{})
 	g.closers.Add(1)
 	go func() {
 		defer g.closers.Done()
+		defer close(closed)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.closeProducer()
 	}()
+	return closed
 }
 
 // install makes s the session of its lease unless a later generation is
@@ -284,14 +288,15 @@ func (g *Gateway) dropOlder(name string, token int64) {
 	}
 }
 
-// remove ends s and deletes it from the map (release).
-func (g *Gateway) remove(s *session, reason *Error) {
+// remove ends s and deletes it from the map (release); the returned
+// channel closes once its producer is closed.
+func (g *Gateway) remove(s *session, reason *Error) <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.sessions[s.name] == s {
 		delete(g.sessions, s.name)
 	}
-	g.endLocked(s, reason)
+	return g.endLocked(s, reason)
 }
 
 func (g *Gateway) reapLoop() {
@@ -331,16 +336,25 @@ func (g *Gateway) heartbeat() {
 // routing only, bounded by a second, and fails closed to not_holder; a
 // session's own produce path never gets here.
 func (g *Gateway) notHolder(ctx context.Context, name string) *Error {
-	e := errorf(CodeNotHolder, "no session of %q on this replica; ask for a new generation with your current token", name)
+	if e := g.heldElsewhere(ctx, name); e != nil {
+		return e
+	}
+	return errorf(CodeNotHolder, "no session of %q on this replica; ask for a new generation with your current token", name)
+}
+
+// heldElsewhere answers 421 misdirected with the holder's address when
+// another live replica holds the lease's session, else nil (no holder
+// elsewhere, or it could not be found out within a second).
+func (g *Gateway) heldElsewhere(ctx context.Context, name string) *Error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	l, err := g.store.Get(ctx, name)
 	if err != nil || !l.Live() || l.Holder == g.cfg.Replica {
-		return e
+		return nil
 	}
 	url, alive, err := g.store.Replica(ctx, l.Holder, 3*g.cfg.HeartbeatEvery)
 	if err != nil || !alive {
-		return e
+		return nil
 	}
 	return &Error{Code: CodeMisdirected, Detail: fmt.Sprintf("lease %q is held on replica %q; send the request there", name, l.Holder),
 		Extra: map[string]any{"holder": l.Holder, "holder_url": url}}

@@ -18,6 +18,9 @@ const (
 	// HookBeforeCommit: a batch's records are delivered to the open
 	// transaction, CommitTransaction not yet called.
 	HookBeforeCommit Hook = "before_commit"
+	// HookCommitReturned: CommitTransaction returned (with or without an
+	// error), the batch's answer not yet decided.
+	HookCommitReturned Hook = "commit_returned"
 )
 
 // Hooks calls Fn at every named point; nil does nothing. Fn may block to

@@ -170,6 +170,11 @@ const (
 	outcomeAbortable                // abort the transaction; the batch failed
 	outcomeRetriable                // the library says retry the same call
 	outcomeUnknown                  // timeout or unknown: the outcome is ambiguous
+	// outcomeEpochBump: librdkafka recovers from these by bumping the
+	// epoch of the same instance when the transaction aborts (KIP-360);
+	// a generation must keep the epoch its barrier names, so the session
+	// ends instead.
+	outcomeEpochBump
 )
 
 func classify(err error) outcome {
@@ -183,6 +188,8 @@ func classify(err error) outcome {
 	case kerr.IsFatal(), kerr.Code() == kafka.ErrFenced, kerr.Code() == kafka.ErrProducerFenced,
 		kerr.Code() == kafka.ErrInvalidProducerEpoch:
 		return outcomeFenced
+	case epochBumping[kerr.Code()]:
+		return outcomeEpochBump
 	case kerr.TxnRequiresAbort():
 		return outcomeAbortable
 	case kerr.IsTimeout(), kerr.Code() == kafka.ErrTimedOut:
@@ -191,6 +198,17 @@ func classify(err error) outcome {
 		return outcomeRetriable
 	}
 	return outcomeUnknown
+}
+
+// epochBumping are the errors after which librdkafka re-initialises the
+// producer id or epoch of a transactional instance: the sequence state of
+// the producer is lost, unknown or out of order, or a message timed out
+// inside the transaction.
+var epochBumping = map[kafka.ErrorCode]bool{
+	kafka.ErrUnknownProducerID:        true,
+	kafka.ErrInvalidProducerIDMapping: true,
+	kafka.ErrOutOfOrderSequenceNumber: true,
+	kafka.ErrMsgTimedOut:              true,
 }
 
 // inspector reads transaction state from the cluster: the producer id and

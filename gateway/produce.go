@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -64,17 +65,41 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 	if err := s.admit(req.Owner, req.Token, g.cfg.Now()); err != nil {
 		return ProduceResult{}, g.refused(req, s.token, s.epoch, err)
 	}
+	if res, ok := s.committed.recall(req.BatchID); ok {
+		return retried(res, req)
+	}
 	g.cfg.Hooks.call(HookAdmitted, s.name, s.token)
 	offsets, err := g.transact(ctx, s, req)
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	return ProduceResult{Name: s.name, Token: s.token, Topic: s.place.Topic,
-		Partition: s.place.Partition, Offsets: offsets, ProducerEpoch: s.epoch}, nil
+	res := ProduceResult{Name: s.name, Token: s.token, Topic: s.place.Topic,
+		Partition: s.place.Partition, Offsets: offsets, ProducerEpoch: s.epoch}
+	s.committed.remember(req.BatchID, res)
+	return res, nil
 }
 
-// refused logs a write refused before it reached Kafka, once.
+// retried answers a batch id this generation already committed with the
+// original offsets, writing nothing. A request that reuses the id for a
+// batch of another size is a worker bug, refused rather than guessed at.
+func retried(res ProduceResult, req ProduceRequest) (ProduceResult, error) {
+	if len(res.Offsets) != len(req.Records) {
+		return ProduceResult{}, errorf(CodeInvalidRequest, "batch_id %q was committed in this generation with %d records; this request has %d",
+			req.BatchID, len(res.Offsets), len(req.Records))
+	}
+	return res, nil
+}
+
+// refused logs a write refused before it reached Kafka, once. A routing
+// answer (421 misdirected, 409 not_holder) is ordinary after a restart or a
+// rollout and says nothing about a former owner: logged as a stale write it
+// would bury the one that matters.
 func (g *Gateway) refused(req ProduceRequest, current int64, epoch int16, err *Error) *Error {
+	if batchOutcome(err) == outcomeMisrouted {
+		g.log.Info("write misrouted", "fencegate.lease", req.Name, "fencegate.token", req.Token,
+			"owner", req.Owner, "code", err.Code)
+		return err
+	}
 	g.log.Warn("stale write refused", "fencegate.lease", req.Name, "fencegate.token", req.Token,
 		"current_token", current, "messaging.kafka.producer.epoch", epoch, "owner", req.Owner, "code", err.Code)
 	return err
@@ -91,12 +116,46 @@ func batchOutcome(err error) string {
 		return e.outcome
 	case e.Code == CodeFenced:
 		return outcomeFencedOut
-	case e.Code == CodeLeaseLost, e.Code == CodeNotHolder, e.Code == CodeMisdirected:
+	case e.Code == CodeLeaseLost:
 		return outcomeStaleToken
+	case e.Code == CodeNotHolder, e.Code == CodeMisdirected:
+		// Routing, not staleness: the stale-write alert must not fire on
+		// every rolling restart.
+		return outcomeMisrouted
 	case e.Code == CodeInvalidRequest, e.Code == CodePayloadTooLarge:
 		return outcomeInvalid
 	}
 	return outcomeAborted
+}
+
+// fate is how far a batch's transaction got: it alone decides whether a
+// failed batch may be answered with a definite refusal.
+type fate int
+
+const (
+	// fateDead: no commit was ever requested for the transaction, and it
+	// is aborted or can only be aborted (fenced, or left open on a closed
+	// producer for the next epoch bump or the transaction timeout to
+	// abort). Nothing of the batch is or will be committed.
+	fateDead fate = iota
+	// fateUnknown: CommitTransaction was called, or an abort did not
+	// complete. The batch may have landed (a commit applied whose answer
+	// was lost, a retried EndTxn fenced after the first one committed).
+	fateUnknown
+)
+
+// settle is the one rule of what a failed batch may be told (the answer
+// table in docs/api.md). A batch whose fate is unknown is answered
+// generation_ended, whatever reason ended its session meanwhile (reaper,
+// takeover, release, shutdown, a fence seen on a retried commit): a
+// definite refusal of a batch that landed would tell the worker "not
+// written" when it was. Only a dead transaction gets the reason itself.
+func settle(reason *Error, f fate) *Error {
+	if f == fateDead || reason.Code == CodeGenerationEnded {
+		return reason
+	}
+	return &Error{Code: CodeGenerationEnded, outcome: reason.outcome,
+		Detail: "outcome unknown (" + reason.Detail + "); ask for a new generation with your current token and retry the same batch_id"}
 }
 
 // transact runs Begin, produce, Commit; s.mu is held.
@@ -104,22 +163,17 @@ func (g *Gateway) transact(ctx context.Context, s *session, req ProduceRequest) 
 	tctx, cancel := context.WithTimeout(ctx, s.remaining(g.cfg.Now()))
 	defer cancel()
 	if err := s.prod.p.BeginTransaction(); err != nil {
-		return nil, g.fail(s, "begin", err)
+		return nil, g.fail(s, "begin", err, fateDead)
 	}
 	offsets, err := s.prod.send(tctx, s.place.Topic, s.place.Partition, g.stampAll(s, req))
 	if err != nil {
-		aerr := g.abortBatch(s, "produce", err)
-		if e := s.admit(req.Owner, req.Token, g.cfg.Now()); e != nil && toError(aerr).Code == CodeBatchAborted {
-			return nil, e // the batch ran past the local deadline
-		}
-		return nil, aerr
+		return nil, g.abortBatch(s, req, "produce", err)
 	}
-	if err := s.admit(req.Owner, req.Token, g.cfg.Now()); err != nil {
+	if e := s.admit(req.Owner, req.Token, g.cfg.Now()); e != nil {
 		// The local deadline passed (or the session ended) while the batch
 		// was in flight: fail closed and abort rather than commit. This
 		// check is an extra; the broker's epoch fence is what decides.
-		_ = g.abortBatch(s, "deadline", err)
-		return nil, err
+		return nil, g.abortBatch(s, req, "deadline", e)
 	}
 	g.cfg.Hooks.call(HookBeforeCommit, s.name, s.token)
 	if err := g.commit(ctx, s); err != nil {
@@ -130,7 +184,11 @@ func (g *Gateway) transact(ctx context.Context, s *session, req ProduceRequest) 
 
 // commit calls CommitTransaction, retrying what librdkafka calls retriable
 // inside the local deadline. Each attempt is bounded by CommitTimeout and
-// by the time left before the local deadline, measured now.
+// by the time left before the local deadline, measured now. Any failure
+// ends the generation: once a commit was requested, its outcome is unknown
+// (an abortable answer too: the session ends rather than risk an epoch
+// bump inside it; the open transaction is aborted by the next generation's
+// InitTransactions or by the transaction timeout).
 func (g *Gateway) commit(ctx context.Context, s *session) error {
 	for {
 		left := s.remaining(g.cfg.Now())
@@ -138,6 +196,7 @@ func (g *Gateway) commit(ctx context.Context, s *session) error {
 		start := time.Now()
 		err := s.prod.p.CommitTransaction(cctx)
 		cancel()
+		g.cfg.Hooks.call(HookCommitReturned, s.name, s.token)
 		if err == nil {
 			g.met.commit.Record(ctx, time.Since(start).Seconds())
 			return nil
@@ -145,35 +204,58 @@ func (g *Gateway) commit(ctx context.Context, s *session) error {
 		if classify(err) == outcomeRetriable && s.remaining(g.cfg.Now()) > 0 && ctx.Err() == nil {
 			continue
 		}
-		if classify(err) == outcomeAbortable {
-			return g.abortBatch(s, "commit", err)
-		}
-		return g.fail(s, "commit", err)
+		return g.fail(s, "commit", err, fateUnknown)
 	}
 }
 
-// abortBatch aborts the open transaction after a failed step. A clean
-// abort answers the batch as failed with nothing written; an abort that
-// fails or times out leaves the outcome unknown and ends the generation.
-func (g *Gateway) abortBatch(s *session, step string, cause error) error {
-	if classify(cause) == outcomeFenced {
-		return g.fail(s, step, cause)
+// abortBatch aborts the open transaction after a failed step, before any
+// commit was requested. A clean abort that left the producer's epoch where
+// the barrier put it answers the batch definitely (batch_aborted, or why
+// the session no longer admits the batch); anything else ends the
+// generation.
+func (g *Gateway) abortBatch(s *session, req ProduceRequest, step string, cause error) error {
+	switch classify(cause) {
+	case outcomeFenced:
+		return g.fail(s, step, cause, fateDead)
+	case outcomeEpochBump:
+		// Aborting would let librdkafka bump the epoch of this instance
+		// (KIP-360 recovery): the generation's records would no longer all
+		// come from the epoch its barrier names. End it instead.
+		return g.fail(s, step, cause, fateDead)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.CommitTimeout)
 	defer cancel()
 	if err := s.prod.p.AbortTransaction(ctx); err != nil {
-		return g.fail(s, "abort after "+step, err)
+		return g.fail(s, "abort after "+step, err, fateUnknown)
 	}
-	if e, ok := cause.(*Error); ok {
-		return e
+	if err := g.sameEpoch(ctx, s); err != nil {
+		return g.fail(s, "abort after "+step, err, fateDead)
+	}
+	if e := s.admit(req.Owner, req.Token, g.cfg.Now()); e != nil {
+		return e // the batch ran past the local deadline, or the session ended
 	}
 	return errorf(CodeBatchAborted, "%s failed, transaction aborted, nothing written; retry the same batch_id: %v", step, cause)
 }
 
-// fail ends the session for good after a fenced, fatal or ambiguous error
-// and closes its producer now (s.mu is held). The producer is never
-// re-created for this token (FM07).
-func (g *Gateway) fail(s *session, step string, err error) error {
+// sameEpoch checks, after an abort, that the coordinator still holds the
+// producer id and epoch the generation's barrier names: librdkafka may
+// recover from some errors by bumping the epoch while it aborts.
+func (g *Gateway) sameEpoch(ctx context.Context, s *session) error {
+	pid, epoch, err := g.insp.producerIdentity(ctx, s.place.TransactionalID)
+	switch {
+	case err != nil:
+		return err
+	case pid != s.producerID || epoch != s.epoch:
+		return fmt.Errorf("producer moved from id %d epoch %d to id %d epoch %d inside the generation", s.producerID, s.epoch, pid, epoch)
+	}
+	return nil
+}
+
+// fail ends the session for good after a fenced, fatal, epoch-moving or
+// ambiguous error and closes its producer now (s.mu is held). The producer
+// is never re-created for this token (FM07). The answer is this batch's,
+// settled by its fate, not the reason that ended the session first.
+func (g *Gateway) fail(s *session, step string, err error, f fate) *Error {
 	var reason *Error
 	if classify(err) == outcomeFenced {
 		g.met.fenced.Add(context.Background(), 1)
@@ -181,12 +263,12 @@ func (g *Gateway) fail(s *session, step string, err error) error {
 		g.log.Warn("producer fenced", "fencegate.lease", s.name, "fencegate.token", s.token,
 			"messaging.kafka.producer.epoch", s.epoch, "error", err)
 	} else {
-		reason = errorf(CodeGenerationEnded, "%s: outcome unknown (%v); ask for a new generation with token %d and retry the same batch_id", step, err, s.token)
-		g.log.Warn("generation ended on unknown outcome", "fencegate.lease", s.name, "fencegate.token", s.token, "error", err)
+		reason = errorf(CodeGenerationEnded, "%s: %v; ask for a new generation with token %d and retry the same batch_id", step, err, s.token)
+		g.log.Warn("generation ended", "fencegate.lease", s.name, "fencegate.token", s.token, "step", step, "error", err)
 	}
 	s.end(reason)
 	s.closeProducer()
-	return s.endedReason()
+	return settle(reason, f)
 }
 
 // stampAll builds the batch's records with the fencegate headers.
@@ -266,17 +348,40 @@ type RenewResult struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// Release ends the caller's lease in Postgres and closes the session's
-// producer (after any transaction in flight finished).
+// Release ends the caller's lease. Only the replica holding the session
+// serves it: the session ends first (no new batch is admitted), the batch
+// in flight finishes or aborts, the producer closes, and only then is the
+// row released in Postgres, so a released lease is never left with a
+// session writing under it. A replica without the session answers 421
+// with the holder's address while another live replica holds the lease,
+// and never touches Postgres then; with no live holder elsewhere (this
+// replica restarted, or the holder is gone) it releases the row, and the
+// owner+token predicate decides.
 func (g *Gateway) Release(ctx context.Context, name, owner string, token int64) error {
 	ctx, span := g.tracer.Start(ctx, "fencegate.release", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
 	defer span.End()
+	if s := g.session(name); s != nil && s.token == token && s.owner == owner {
+		if err := g.endForRelease(ctx, s); err != nil {
+			return spanError(span, err)
+		}
+	} else if e := g.heldElsewhere(ctx, name); e != nil {
+		return spanError(span, e)
+	}
 	if _, err := g.store.Release(ctx, name, owner, token); err != nil {
 		return spanError(span, err)
 	}
 	g.log.Info("lease released", "fencegate.lease", name, "fencegate.token", token, "owner", owner)
-	if s := g.session(name); s != nil && s.token == token {
-		g.remove(s, errorf(CodeLeaseLost, "lease %q released", name))
-	}
 	return nil
+}
+
+// endForRelease ends s and waits until its producer is closed (the batch
+// in flight, if any, has finished or aborted).
+func (g *Gateway) endForRelease(ctx context.Context, s *session) error {
+	closed := g.remove(s, errorf(CodeLeaseLost, "lease %q released", s.name))
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		return errorf(CodeKafkaUnavailable, "release of %q: the batch in flight did not finish: %v", s.name, ctx.Err())
+	}
 }

@@ -22,8 +22,9 @@ type session struct {
 	producerID int64
 	epoch      int16
 
-	mu   sync.Mutex
-	prod *producer // nil once closed
+	mu        sync.Mutex
+	prod      *producer // nil once closed
+	committed batchMemory
 
 	state    sync.Mutex
 	deadline time.Time // monotonic: request start + TTL
@@ -105,4 +106,39 @@ func (s *session) closeProducer() {
 		s.prod.close()
 		s.prod = nil
 	}
+}
+
+// rememberedBatches bounds the committed batch ids a session keeps for
+// idempotent retries within its generation.
+const rememberedBatches = 1024
+
+// batchMemory remembers the last rememberedBatches committed batches of a
+// generation, so that a worker that lost a 200 (a timeout) and retries the
+// same batch_id gets the original offsets and writes nothing. It is
+// guarded by the session's mu. Older ids are forgotten in commit order; a
+// retry of a forgotten id writes the batch again and the ledger keeps it
+// once (its dedup key is the owner's batch id).
+type batchMemory struct {
+	byID  map[string]ProduceResult
+	order []string // ring of ids in commit order
+	next  int
+}
+
+func (m *batchMemory) recall(id string) (ProduceResult, bool) {
+	r, ok := m.byID[id]
+	return r, ok
+}
+
+func (m *batchMemory) remember(id string, r ProduceResult) {
+	if m.byID == nil {
+		m.byID = make(map[string]ProduceResult)
+	}
+	if len(m.order) < rememberedBatches {
+		m.order = append(m.order, id)
+	} else {
+		delete(m.byID, m.order[m.next])
+		m.order[m.next] = id
+		m.next = (m.next + 1) % rememberedBatches
+	}
+	m.byID[id] = r
 }

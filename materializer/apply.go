@@ -156,7 +156,7 @@ func (a *applyTx) judge(r *kafka.Message) {
 	a.dataAt = append(a.dataAt, len(a.verdicts))
 	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, off})
 	a.batch.Queue(qApplyData, st.Lease, st.Token, st.Batch, st.Seq, a.key.topic, a.key.partition, off,
-		r.Key, r.Value, userHeaders(r.Headers), fmt.Sprintf("batch %q seq %d already applied", st.Batch, st.Seq))
+		r.Key, r.Value, userHeaders(r.Headers), fmt.Sprintf("batch %q seq %d of owner %q already applied", st.Batch, st.Seq, st.Owner), st.Owner)
 }
 
 // barrier verifies a barrier and advances the fence, or rejects it.
@@ -195,7 +195,7 @@ func (m *Materializer) checkBarrier(key partitionKey, st barrier.Stamp, value []
 func (a *applyTx) reject(r *kafka.Message, st barrier.Stamp, v Verdict, detail string) {
 	off := int64(r.TopicPartition.Offset)
 	a.queue(judged{v, st.Lease, st.Token, off}, qReject, nullable(st.Lease), nullableInt(st.Token),
-		nullable(st.Batch), nullableSeq(st.Seq), a.key.topic, a.key.partition, off, string(v), detail)
+		nullable(st.Batch), nullableSeq(st.Seq), a.key.topic, a.key.partition, off, string(v), detail, nullable(st.Owner))
 }
 
 // queue adds a statement whose verdict is known now.

@@ -70,15 +70,7 @@ func (w *worker) produce(name, batch string, n int) (int, string) {
 func TestEndToEndGatewayToLedger(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	store, _ := leasestore.New(b.db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
-	auth, _ := gateway.NewAuthenticator([]gateway.Client{{Name: "w", TokenSHA256: gateway.HashToken("t"), Allow: []string{"*"}}})
-	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Brokers: b.kafka.Brokers}, BarrierKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gateway.NewServer(g, auth))
-	t.Cleanup(func() { srv.Close(); g.Close() })
-
+	srv := b.gateway()
 	acked := map[string]int{} // batch -> records
 	w1 := &worker{t: t, url: srv.URL, owner: "w1"}
 	w2 := &worker{t: t, url: srv.URL, owner: "w2"}
@@ -132,6 +124,52 @@ func TestEndToEndGatewayToLedger(t *testing.T) {
 	}
 	if dup := count(t, b.db, `SELECT count(*) FROM rejected_records WHERE reason = 'duplicate'`); dup != 4 {
 		t.Fatalf("%d duplicate receipts, want 4 (the retried batch)", dup)
+	}
+}
+
+// gateway starts a real gateway on the bundle's database and broker.
+func (b *testBundle) gateway() *httptest.Server {
+	b.t.Helper()
+	store, _ := leasestore.New(b.db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
+	auth, _ := gateway.NewAuthenticator([]gateway.Client{{Name: "w", TokenSHA256: gateway.HashToken("t"), Allow: []string{"*"}}})
+	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Brokers: b.kafka.Brokers}, BarrierKey: key})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	srv := httptest.NewServer(gateway.NewServer(g, auth))
+	b.t.Cleanup(func() { srv.Close(); g.Close() })
+	return srv
+}
+
+// TestFM26_LaterOwnerReusesBatchID: o1 writes b-1 and releases; o2
+// acquires and writes its own b-1. Both are acknowledged, so both are in
+// the ledger: the dedup key is the owner's, and another owner's batch with
+// the same id is a different batch.
+func TestFM26_LaterOwnerReusesBatchID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := b.gateway()
+	for i, owner := range []string{"o1", "o2"} {
+		w := &worker{t: t, url: srv.URL, owner: owner}
+		if st := w.acquire("shard:26", false); st != http.StatusCreated {
+			t.Fatalf("%s acquire: %d", owner, st)
+		}
+		if st, code := w.produce("shard:26", "b-1", 3+i); st != http.StatusOK {
+			t.Fatalf("%s produce b-1: %d %s", owner, st, code)
+		}
+		if st, _ := w.call("DELETE", fmt.Sprintf("/v1/leases/shard:26?owner_id=%s&token=%d", owner, w.token), nil); st != http.StatusNoContent {
+			t.Fatalf("%s release: %d", owner, st)
+		}
+	}
+	b.runUntil(b.newMaterializer(nil), b.db, b.partition("shard:26"), b.last(b.partition("shard:26")))
+	for owner, want := range map[string]int64{"o1": 3, "o2": 4} {
+		got := count(t, b.db, `SELECT count(*) FROM accepted_records WHERE lease = 'shard:26' AND owner_id = $1 AND batch_id = 'b-1'`, owner)
+		if got != want {
+			t.Errorf("%s's b-1: %d records in the ledger, want %d", owner, got, want)
+		}
+	}
+	if dup := count(t, b.db, `SELECT count(*) FROM rejected_records WHERE reason = 'duplicate'`); dup != 0 {
+		t.Fatalf("%d records filed as duplicates of another owner's batch", dup)
 	}
 }
 

@@ -7,7 +7,7 @@
 //   - a barrier whose HMAC verifies, signed for this lease, on the lease's
 //     partition, with a token above the fence, advances the fence; any
 //     other barrier is rejected as bad_barrier;
-//   - a data record with token == fence and a new (lease, batch_id, seq) is
+//   - a data record with token == fence and a new (lease, owner_id, batch_id, seq) is
 //     accepted into accepted_records and its key remembered in
 //     applied_keys; token < fence is stale, token > fence is unfenced (a
 //     bare number never moves a fence, FM11), a known key is duplicate;

@@ -40,22 +40,24 @@ ON CONFLICT (lease) DO UPDATE
  WHERE fences.token < EXCLUDED.token`
 
 // qApplyData applies a data record of the generation in force: its dedup
-// key is remembered, and the record enters the ledger only if the key is
-// new; otherwise its receipt says duplicate. It returns whether the record
-// was accepted. One statement, so the pipeline needs no answer before it
-// sends the next record's.
+// key (lease, owner, batch id, seq) is remembered, and the record enters
+// the ledger only if the key is new; otherwise its receipt says duplicate.
+// The key is the owner's: another owner's batch with the same id is a
+// different batch and must not be filed as a duplicate (FM26). It returns
+// whether the record was accepted. One statement, so the pipeline needs no
+// answer before it sends the next record's.
 const qApplyData = `
 WITH k AS (
-    INSERT INTO applied_keys (lease, batch_id, seq) VALUES ($1::text, $3::text, $4::int)
+    INSERT INTO applied_keys (lease, owner_id, batch_id, seq) VALUES ($1::text, $12::text, $3::text, $4::int)
     ON CONFLICT DO NOTHING RETURNING 1
 ), a AS (
-    INSERT INTO accepted_records (lease, token, batch_id, seq, topic, partition, "offset", key, value, headers)
-    SELECT $1::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, $8::bytea, $9::bytea, $10::jsonb
+    INSERT INTO accepted_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", key, value, headers)
+    SELECT $1::text, $12::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, $8::bytea, $9::bytea, $10::jsonb
      WHERE EXISTS (SELECT 1 FROM k)
     RETURNING 1
 ), d AS (
-    INSERT INTO rejected_records (lease, token, batch_id, seq, topic, partition, "offset", reason, detail)
-    SELECT $1::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, 'duplicate', $11::text
+    INSERT INTO rejected_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", reason, detail)
+    SELECT $1::text, $12::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, 'duplicate', $11::text
      WHERE NOT EXISTS (SELECT 1 FROM k)
     RETURNING 1
 )
@@ -63,5 +65,5 @@ SELECT EXISTS (SELECT 1 FROM k)`
 
 // qReject writes the receipt of a refused record.
 const qReject = `
-INSERT INTO rejected_records (lease, token, batch_id, seq, topic, partition, "offset", reason, detail)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+INSERT INTO rejected_records (lease, token, batch_id, seq, topic, partition, "offset", reason, detail, owner_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
