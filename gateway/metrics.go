@@ -17,15 +17,28 @@ const (
 	stageTotal    = "total"
 )
 
-// Batch outcomes.
+// Batch outcomes. stale_token, expired and fenced are former owners
+// writing; misrouted is a request sent to a replica that does not hold the
+// lease (421 misdirected, 409 not_holder), ordinary after a restart.
 const (
 	outcomeCommitted  = "committed"
 	outcomeStaleToken = "stale_token"
 	outcomeFencedOut  = "fenced"
 	outcomeExpired    = "expired"
+	outcomeMisrouted  = "misrouted"
 	outcomeAborted    = "aborted"
 	outcomeInvalid    = "invalid"
 )
+
+// batchOutcomes lists every batch outcome. Each series exists at 0 from
+// the start: an alert on increase() cannot see the first refusal of a
+// series that is born at 1.
+var batchOutcomes = []string{outcomeCommitted, outcomeStaleToken, outcomeFencedOut, outcomeExpired,
+	outcomeMisrouted, outcomeAborted, outcomeInvalid}
+
+// renewOutcomes are the outcomes Renew counts, present at 0 from the start
+// for the same reason.
+var renewOutcomes = []string{"ok", "lost", "unavailable"}
 
 // Attribute keys shared by metrics, spans and logs.
 const (
@@ -76,7 +89,7 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 	})
 	try(func() (e error) {
 		x.batches, e = m.Int64Counter("fencegate.batches", metric.WithUnit("{batch}"),
-			metric.WithDescription("Produce batches by outcome (committed, stale_token, fenced, expired, aborted, invalid)."))
+			metric.WithDescription("Produce batches by outcome (committed, stale_token, fenced, expired, misrouted, aborted, invalid)."))
 		return
 	})
 	try(func() (e error) {
@@ -100,7 +113,27 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 		return
 	})
 	try(func() error { return x.observe(m, g) })
+	if err == nil {
+		x.zero()
+	}
 	return &x, err
+}
+
+// zero creates every counter series an alert or a panel reads at 0, so
+// that the first event is an increase from 0 that increase() and rate()
+// see, and a panel shows 0 rather than no data before anything happened.
+func (x *metrics) zero() {
+	ctx := context.Background()
+	for _, o := range batchOutcomes {
+		set := metric.WithAttributes(attribute.String("outcome", o))
+		x.batches.Add(ctx, 0, set)
+		x.records.Add(ctx, 0, set)
+	}
+	for _, o := range renewOutcomes {
+		x.renewals.Add(ctx, 0, metric.WithAttributes(attribute.String("outcome", o)))
+	}
+	x.bumps.Add(ctx, 0)
+	x.fenced.Add(ctx, 0)
 }
 
 // observe registers the gauges read from the live sessions: the active

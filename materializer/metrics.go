@@ -39,6 +39,11 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every verdict exists at 0 from the start: the page on the first
+	// refused record is an increase() that cannot see a series born at 1.
+	for _, v := range Verdicts {
+		x.records.Add(context.Background(), 0, metric.WithAttributes(attribute.String("verdict", string(v))))
+	}
 	x.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for lease, token := range m.Fences() {
 			o.ObserveInt64(fence, token, metric.WithAttributes(attribute.String("fencegate.lease", lease)))

@@ -19,7 +19,7 @@ import (
 func TestMetricsAfterFM12Sequence(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	mp, h, err := telemetry.Prometheus()
+	mp, h, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Materializer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,25 @@ func TestMetricsAfterFM12Sequence(t *testing.T) {
 			t.Errorf("verdict %s = %v, want %v (all: %v)", v, got[v], n, got)
 		}
 	}
+	// Present at 0, not merely absent: the page on the first refused record
+	// is an increase() from 0.
+	for _, v := range materializer.Verdicts {
+		if _, ok := got[string(v)]; !ok {
+			t.Errorf("verdict %s has no series (all: %v)", v, got)
+		}
+	}
 	for _, v := range []string{"unfenced", "bad_barrier", "malformed"} {
 		if got[v] != 0 {
 			t.Errorf("verdict %s = %v, want 0", v, got[v])
 		}
+	}
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "fencegate_build_info"} {
+		if fams[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if !strings.Contains(string(raw), `service_name="fencegate-materializer"`) {
+		t.Errorf("target_info lacks service_name=fencegate-materializer")
 	}
 	fence := fams["fencegate_materializer_fence_token"]
 	if fence == nil || len(fence.GetMetric()) != 1 || fence.GetMetric()[0].GetGauge().GetValue() != 6 {

@@ -33,6 +33,7 @@ func commands() map[string]command {
 		"leases":      {"operator view: leases list [--prefix P] | leases show NAME", runLeases},
 		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
 		"dev":         {"run the whole stack on embedded defaults (development broker)", runDev},
+		"version":     {"print version, commit, Go and librdkafka versions (also --version)", runVersion},
 	}
 }
 
@@ -41,6 +42,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout, cmds)
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args[0] = "version"
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

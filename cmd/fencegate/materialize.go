@@ -59,7 +59,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	mp, metricsHandler, err := telemetry.Prometheus()
+	mp, metricsHandler, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Materializer})
 	if err != nil {
 		return err
 	}

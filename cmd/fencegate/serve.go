@@ -76,7 +76,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer pool.Close()
-	mp, metricsHandler, err := telemetry.Prometheus()
+	mp, metricsHandler, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Gateway, Instance: f.replica})
 	if err != nil {
 		return err
 	}
