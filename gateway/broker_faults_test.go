@@ -63,8 +63,12 @@ func TestFM09_RetriableProduceErrorRetried(t *testing.T) {
 }
 
 // TestFM09_AbortableProduceErrorAbortsBatch: a permanent produce error
-// aborts the transaction: nothing of the batch is visible, the reply says
-// so, and the session goes on.
+// aborts the transaction: nothing of the batch is visible and the reply
+// says so. The injected reply makes librdkafka skip sequence numbers, and
+// it recovers by bumping the epoch of the instance as it aborts a later
+// transaction; the gateway sees the epoch move and ends the generation
+// (generation_ended) rather than write under an epoch no barrier names.
+// The worker takes a new generation and its retry lands.
 func TestFM09_AbortableProduceErrorAbortsBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -77,23 +81,41 @@ func TestFM09_AbortableProduceErrorAbortsBatch(t *testing.T) {
 	if rep.status != http.StatusServiceUnavailable || rep.code() != "batch_aborted" {
 		t.Fatalf("produce with a permanent broker error: %d %s", rep.status, rep.raw)
 	}
-	// The injected reply made librdkafka skip sequence numbers, so the
-	// next transaction may abort too (it bumps the epoch to recover);
-	// every failed attempt must say batch_aborted.
-	for attempt := 0; ; attempt++ {
-		rep := r.produce(t, "shard:19", "w1", token, "aborted", 5)
-		if rep.status == http.StatusOK {
-			b.mustProduceReplied(t, log, "shard:19", token, "aborted", rep)
-			break
+	retryUntilCommitted(t, b, r, log, "shard:19", "w1", token, "aborted", 5)
+	n := 0
+	for _, rec := range b.checkInvariants(t, "shard:19", log) {
+		if rec.Batch == "aborted" {
+			n++
 		}
-		if rep.code() != "batch_aborted" || attempt == 3 {
+	}
+	if n != 5 {
+		t.Fatalf("%d committed records of batch \"aborted\", want 5 (aborted attempts invisible)", n)
+	}
+}
+
+// retryUntilCommitted retries batch as a worker does: the same batch_id
+// after batch_aborted, under a new generation after generation_ended. It
+// returns the token that committed it.
+func retryUntilCommitted(t *testing.T, b *testBundle, r *replica, log *ackLog, lease, owner string, token int64, batch string, n int) int64 {
+	t.Helper()
+	for attempt := 0; attempt < 4; attempt++ {
+		rep := r.produce(t, lease, owner, token, batch, n)
+		switch {
+		case rep.status == http.StatusOK:
+			b.mustProduceReplied(t, log, lease, token, batch, rep)
+			return token
+		case rep.code() == "generation_ended":
+			g := r.regenerate(t, lease, owner, token, 30*time.Second)
+			if g.status != http.StatusCreated {
+				t.Fatalf("new generation after %s: %d %s", rep.raw, g.status, g.raw)
+			}
+			token = g.int("token")
+		case rep.code() != "batch_aborted":
 			t.Fatalf("retry %d: %d %s", attempt, rep.status, rep.raw)
 		}
 	}
-	recs := b.checkInvariants(t, "shard:19", log)
-	if dataOf(recs, token) != 7 {
-		t.Fatalf("%d data records, want 7 (the aborted attempt invisible)", dataOf(recs, token))
-	}
+	t.Fatalf("batch %s never committed", batch)
+	return 0
 }
 
 // TestFM09_CoordinatorMovesMidBatch: the transaction coordinator moves to

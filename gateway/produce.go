@@ -226,7 +226,7 @@ func (g *Gateway) abortBatch(s *session, req ProduceRequest, step string, cause 
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.CommitTimeout)
 	defer cancel()
 	if err := s.prod.p.AbortTransaction(ctx); err != nil {
-		return g.fail(s, "abort after "+step, err, fateUnknown)
+		return g.fail(s, "abort after "+step, err, abortFate(err))
 	}
 	if err := g.sameEpoch(ctx, s); err != nil {
 		return g.fail(s, "abort after "+step, err, fateDead)
@@ -235,6 +235,17 @@ func (g *Gateway) abortBatch(s *session, req ProduceRequest, step string, cause 
 		return e // the batch ran past the local deadline, or the session ended
 	}
 	return errorf(CodeBatchAborted, "%s failed, transaction aborted, nothing written; retry the same batch_id: %v", step, cause)
+}
+
+// abortFate is the fate of a transaction whose abort failed with err
+// before any commit was requested. A fence proves the epoch moved on, and
+// the bump that moved it aborted the open transaction: nothing can commit
+// it. Any other failure (a timeout above all) leaves the outcome unknown.
+func abortFate(err error) fate {
+	if classify(err) == outcomeFenced {
+		return fateDead
+	}
+	return fateUnknown
 }
 
 // sameEpoch checks, after an abort, that the coordinator still holds the
