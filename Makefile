@@ -1,6 +1,7 @@
 # fencegate: `make help` lists the targets.
 SHELL := /bin/bash
 PG := deploy/dev/pg.sh
+PROM := deploy/dev/prom.sh
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The OpenAPI linter (npm; Debian: apt-get install nodejs npm).
@@ -8,7 +9,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: help test lint run build bench fuzz loadtest pg-start pg-stop
+.PHONY: help test lint run build bench fuzz loadtest pg-start pg-stop alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -16,8 +17,9 @@ help: ## list the targets
 build: ## build bin/fencegate
 	$(GO) build -o bin/fencegate ./cmd/fencegate
 
-test: ## run the whole suite with -race (installs and starts the throwaway Postgres)
+test: ## run the whole suite with -race (installs and starts the throwaway Postgres, installs Prometheus, tests the alert rules)
 	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
+	@$(PROM) check
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -49,3 +51,6 @@ pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
 
 pg-stop: ## stop the throwaway Postgres
 	@$(PG) stop
+
+alerts: ## promtool check and unit tests of deploy/prometheus/alerts.yaml (installs Prometheus when missing)
+	@$(PROM) check
