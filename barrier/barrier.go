@@ -4,8 +4,8 @@
 // materializer reads them; this package is the one definition both use.
 //
 // A barrier proves authenticity (the HMAC), not freshness: only comparing
-// its token with the current fence, in offset order, fences (DESIGN.md
-// section 1).
+// its token with the current fence, in offset order, fences
+// (docs/design.md#why-it-exists).
 package barrier
 
 import (
