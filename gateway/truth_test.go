@@ -138,3 +138,66 @@ func batchRecords(recs []verify.Record, batch string) int {
 	}
 	return n
 }
+
+// TestFM27_ReleaseAtNonHolderMisdirected: a release sent to a replica
+// without the session answers 421 with the holder's address and leaves
+// Postgres alone, so the holder's session is never left writing a lease
+// the database calls released. At the holder, the release ends the
+// session, closes its producer and only then releases the row.
+func TestFM27_ReleaseAtNonHolderMisdirected(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	holder := b.newReplica(nil)
+	other := b.newReplica(nil)
+	token := holder.mustAcquire(t, "shard:27", "w1", 30*time.Second)
+	path := fmt.Sprintf("/v1/leases/shard:27?owner_id=w1&token=%d", token)
+	rep := other.do(t, "DELETE", path, nil)
+	if rep.status != http.StatusMisdirectedRequest || rep.body["holder_url"] != holder.srv.URL {
+		t.Fatalf("release at the non-holder: %d %s, want 421 with holder_url %s", rep.status, rep.raw, holder.srv.URL)
+	}
+	if l, err := b.store.Get(b.ctx, "shard:27"); err != nil || l.State != "active" || !l.Live() {
+		t.Fatalf("the misdirected release changed the lease row: %+v %v", l, err)
+	}
+	log := &ackLog{}
+	b.mustProduce(t, holder, log, "shard:27", "w1", token, "still-held", 2)
+	if rep := holder.do(t, "DELETE", path, nil); rep.status != http.StatusNoContent {
+		t.Fatalf("release at the holder: %d %s", rep.status, rep.raw)
+	}
+	if l, err := b.store.Get(b.ctx, "shard:27"); err != nil || l.State != "released" {
+		t.Fatalf("lease row after release: %+v %v", l, err)
+	}
+	if n := holder.g.Sessions(); n != 0 {
+		t.Fatalf("%d live sessions on the holder after release", n)
+	}
+	if rep := holder.produce(t, "shard:27", "w1", token, "after-release", 1); rep.status != http.StatusConflict {
+		t.Fatalf("produce after release: %d %s", rep.status, rep.raw)
+	}
+	recs := b.checkInvariants(t, "shard:27", log)
+	if n := batchRecords(recs, "after-release"); n != 0 {
+		t.Fatalf("%d records written after the release", n)
+	}
+}
+
+// TestRetriedBatchIDAnsweredWithOriginalOffsets: within one generation a
+// retried batch_id (the worker lost the 200) gets the original offsets
+// and writes nothing; a retry with another record count is refused.
+func TestRetriedBatchIDAnsweredWithOriginalOffsets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	token := r.mustAcquire(t, "shard:31", "w1", 30*time.Second)
+	log := &ackLog{}
+	first := r.produce(t, "shard:31", "w1", token, "b-1", 3)
+	b.mustProduceReplied(t, log, "shard:31", token, "b-1", first)
+	again := r.produce(t, "shard:31", "w1", token, "b-1", 3)
+	if again.status != http.StatusOK || string(again.raw) != string(first.raw) {
+		t.Fatalf("retry of b-1: %d %s, want the original answer %s", again.status, again.raw, first.raw)
+	}
+	if rep := r.produce(t, "shard:31", "w1", token, "b-1", 4); rep.status != http.StatusBadRequest || rep.code() != "invalid_request" {
+		t.Fatalf("b-1 reused with another size: %d %s", rep.status, rep.raw)
+	}
+	recs := b.checkInvariants(t, "shard:31", log)
+	if n := batchRecords(recs, "b-1"); n != 3 {
+		t.Fatalf("b-1 is %d times in the log, want 3 records once", n)
+	}
+}
