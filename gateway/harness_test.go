@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,11 +275,20 @@ func (b *testBundle) read(t testing.TB, name string) []verify.Record {
 	return recs
 }
 
-// checkInvariants asserts I2 and I3 on the lease's partition.
+// checkInvariants asserts I2 (in offset order on what read_committed
+// readers see, and in commit order on the whole log with its markers) and
+// I3 on the lease's partition.
 func (b *testBundle) checkInvariants(t testing.TB, name string, log *ackLog) []verify.Record {
 	t.Helper()
 	recs := b.read(t, name)
 	for _, v := range verify.NoStaleWrite(recs) {
+		t.Errorf("%s", v)
+	}
+	whole, err := verify.ReadLog(strings.Split(b.kafka.Brokers, ","), topic, b.partitionOf(name), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range verify.CommitOrder(whole) {
 		t.Errorf("%s", v)
 	}
 	log.mu.Lock()

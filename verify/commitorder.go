@@ -1,0 +1,198 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fencegate/fencegate/barrier"
+)
+
+// LogRecord is one record of a partition as the log holds it, aborted
+// records and transaction markers included: what a read_uncommitted
+// reader that keeps control records sees.
+type LogRecord struct {
+	Offset        int64
+	ProducerID    int64
+	ProducerEpoch int16
+	Transactional bool
+	// Control: a transaction marker; Commit says which kind.
+	Control bool
+	Commit  bool
+	barrier.Stamp
+}
+
+// ReadLog reads topic/partition from the beginning to its end with
+// read_uncommitted, keeping control records. opts add client settings
+// (SASL).
+func ReadLog(brokers []string, topic string, partition int32, timeout time.Duration, opts ...kgo.Opt) ([]LogRecord, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords()}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	high, err := highWatermark(ctx, cl, topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	var out []LogRecord
+	for next := int64(0); next < high; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("read log %s[%d]: at offset %d of %d: %w", topic, partition, next, high, err)
+		}
+		for _, e := range fs.Errors() {
+			return out, fmt.Errorf("read log %s[%d]: %w", topic, partition, e.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, logRecord(r))
+			next = r.Offset + 1
+		})
+	}
+	return out, nil
+}
+
+func highWatermark(ctx context.Context, cl *kgo.Client, topic string, partition int32) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = partition, -1 // -1: the end of the log
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("list offsets: %w", err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return 0, fmt.Errorf("list offsets %s[%d]: error code %d", topic, partition, p.ErrorCode)
+			}
+			return p.Offset, nil
+		}
+	}
+	return 0, fmt.Errorf("list offsets %s[%d]: no answer", topic, partition)
+}
+
+func logRecord(r *kgo.Record) LogRecord {
+	lr := LogRecord{Offset: r.Offset, ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch,
+		Transactional: r.Attrs.IsTransactional(), Control: r.Attrs.IsControl()}
+	if lr.Control {
+		var k kmsg.ControlRecordKey
+		if err := k.ReadFrom(r.Key); err == nil {
+			lr.Commit = k.Type == kmsg.ControlRecordKeyTypeCommit
+		}
+		return lr
+	}
+	hs := make([]kafka.Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = kafka.Header{Key: h.Key, Value: h.Value}
+	}
+	lr.Stamp, _ = barrier.ReadStamp(hs)
+	return lr
+}
+
+// committedTxn is one committed transaction's records and where its
+// commit marker sits.
+type committedTxn struct {
+	records []LogRecord
+	marker  int64
+}
+
+// transactions replays the log's markers: each committed transaction with
+// its records, in marker order, and every record outside any transaction.
+func transactions(log []LogRecord) (committed []committedTxn, bare []LogRecord) {
+	open := map[int64][]LogRecord{} // producer id -> records since its last marker
+	for _, r := range log {
+		switch {
+		case r.Control && r.Commit:
+			committed = append(committed, committedTxn{records: open[r.ProducerID], marker: r.Offset})
+			delete(open, r.ProducerID)
+		case r.Control:
+			delete(open, r.ProducerID)
+		case !r.Transactional:
+			bare = append(bare, r)
+		default:
+			open[r.ProducerID] = append(open[r.ProducerID], r)
+		}
+	}
+	return committed, bare
+}
+
+// generation is a committed barrier: where the generation starts and the
+// producer it names.
+type generation struct {
+	offset int64
+	pid    int64
+	epoch  int16
+}
+
+// CommitOrder checks I2 in commit order on one partition's whole log (see
+// ReadLog), which a read_committed reader cannot see:
+//
+//   - nothing in a lease partition is outside a transaction;
+//   - no transaction of generation N has its commit marker after the first
+//     record of a later generation's committed barrier (a late commit of
+//     an old generation would pass an offset-order check);
+//   - every committed data record follows its own generation's committed
+//     barrier and comes from the producer id and epoch of that barrier:
+//     an epoch that moved inside a generation is a producer no barrier
+//     names.
+func CommitOrder(log []LogRecord) []Violation {
+	committed, bare := transactions(log)
+	var out []Violation
+	for _, r := range bare {
+		out = append(out, Violation{"I2", r.Offset, fmt.Sprintf("non-transactional record of %q token %d in a lease partition", r.Lease, r.Token)})
+	}
+	gens := map[string]map[int64]generation{} // lease -> token -> barrier
+	for _, t := range committed {
+		for _, r := range t.records {
+			if r.Barrier && r.Lease != "" {
+				if gens[r.Lease] == nil {
+					gens[r.Lease] = map[int64]generation{}
+				}
+				if _, seen := gens[r.Lease][r.Token]; !seen {
+					gens[r.Lease][r.Token] = generation{r.Offset, r.ProducerID, r.ProducerEpoch}
+				}
+			}
+		}
+	}
+	for _, t := range committed {
+		for _, r := range t.records {
+			if !r.Barrier {
+				out = append(out, judgeCommitted(r, t.marker, gens[r.Lease])...)
+			}
+		}
+	}
+	return out
+}
+
+// judgeCommitted checks one committed data record against the lease's
+// committed barriers.
+func judgeCommitted(r LogRecord, marker int64, gens map[int64]generation) []Violation {
+	var out []Violation
+	own, ok := gens[r.Token]
+	switch {
+	case !ok || own.offset > r.Offset:
+		out = append(out, Violation{"I2", r.Offset, fmt.Sprintf("data of %q token %d without its generation's barrier before it", r.Lease, r.Token)})
+	case own.pid != r.ProducerID || own.epoch != r.ProducerEpoch:
+		out = append(out, Violation{"I2", r.Offset, fmt.Sprintf("data of %q token %d from producer %d epoch %d; its barrier names %d epoch %d",
+			r.Lease, r.Token, r.ProducerID, r.ProducerEpoch, own.pid, own.epoch)})
+	}
+	for token, g := range gens {
+		if barrier.Judge(token, r.Token) == barrier.Stale && g.offset < marker {
+			out = append(out, Violation{"I2", marker, fmt.Sprintf("transaction of %q token %d committed at %d, after the barrier of token %d at %d",
+				r.Lease, r.Token, marker, token, g.offset)})
+		}
+	}
+	return out
+}
