@@ -293,3 +293,36 @@ func TestFM24_HandoverChurnLeaksNothing(t *testing.T) {
 	})
 	b.checkInvariants(t, "shard:24", log)
 }
+
+// TestFM28_EpochBumpingErrorsEndGeneration: the broker answers a produce
+// with an error from which librdkafka recovers by bumping the epoch of the
+// same instance (KIP-360). The generation ends (generation_ended) instead
+// of aborting and going on, and every committed data record comes from the
+// producer id and epoch its barrier names (checkInvariants reads the whole
+// log with its markers).
+//
+// Where kfake is looser than Apache Kafka: it accepts a stale epoch when a
+// producer re-initialises, and it aborts an ongoing transaction inline on
+// InitProducerId instead of answering CONCURRENT_TRANSACTIONS; neither
+// matters here, where the errors are injected, not provoked.
+func TestFM28_EpochBumpingErrorsEndGeneration(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int16{kerr.UnknownProducerID.Code, kerr.OutOfOrderSequenceNumber.Code, kerr.InvalidProducerIDMapping.Code} {
+		t.Run(kerr.ErrorForCode(code).(*kerr.Error).Message, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			r := b.newReplica(nil)
+			lease := "shard:28"
+			token := r.mustAcquire(t, lease, "w1", 30*time.Second)
+			log := &ackLog{}
+			b.mustProduce(t, r, log, lease, "w1", token, "before", 2)
+			b.failNextProduce(code)
+			rep := r.produce(t, lease, "w1", token, "bumped", 3)
+			if rep.code() != "generation_ended" && rep.code() != "batch_aborted" {
+				t.Fatalf("produce answered %s: %d %s, want generation_ended (or batch_aborted with the epoch unmoved)", kerr.ErrorForCode(code), rep.status, rep.raw)
+			}
+			retryUntilCommitted(t, b, r, log, lease, "w1", token, "bumped", 3)
+			b.checkInvariants(t, lease, log)
+		})
+	}
+}
