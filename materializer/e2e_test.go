@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // worker drives the gateway over HTTP like a real worker.
@@ -129,16 +132,88 @@ func TestEndToEndGatewayToLedger(t *testing.T) {
 
 // gateway starts a real gateway on the bundle's database and broker.
 func (b *testBundle) gateway() *httptest.Server {
+	srv, _ := b.gatewayWith(gateway.Hooks{})
+	return srv
+}
+
+// gatewayWith starts a real gateway with hooks (a replica name of its
+// own) and returns it with its server.
+func (b *testBundle) gatewayWith(hooks gateway.Hooks) (*httptest.Server, *gateway.Gateway) {
 	b.t.Helper()
 	store, _ := leasestore.New(b.db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
 	auth, _ := gateway.NewAuthenticator([]gateway.Client{{Name: "w", TokenSHA256: gateway.HashToken("t"), Allow: []string{"*"}}})
-	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Brokers: b.kafka.Brokers}, BarrierKey: key})
+	b.replicas++
+	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Brokers: b.kafka.Brokers}, BarrierKey: key,
+		Replica: fmt.Sprintf("replica-%d", b.replicas), Hooks: hooks})
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	srv := httptest.NewServer(gateway.NewServer(g, auth))
 	b.t.Cleanup(func() { srv.Close(); g.Close() })
-	return srv
+	return srv, g
+}
+
+// TestFM10_CommitBeforeReplyRetriedOnce: replica A commits a batch and
+// dies before it answers (the connection drops while the produce is held
+// right after CommitTransaction succeeded). The worker, whose outcome is
+// unknown, moves the lease to replica B with its current token and retries
+// the same batch_id: the raw log holds the batch twice, the ledger once.
+func TestFM10_CommitBeforeReplyRetriedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srvA, gA := b.gatewayWith(gateway.Hooks{Fn: func(h gateway.Hook, lease string, _ int64) {
+		if h == gateway.HookCommitReturned && lease == "shard:10" {
+			once.Do(func() { close(reached); <-release })
+		}
+	}})
+	srvB := b.gateway()
+	w := &worker{t: t, url: srvA.URL, owner: "w1"}
+	if st := w.acquire("shard:10", false); st != http.StatusCreated {
+		t.Fatalf("acquire: %d", st)
+	}
+	lost := make(chan error, 1)
+	go func() {
+		raw, _ := json.Marshal(map[string]any{"owner_id": "w1", "token": w.token, "batch_id": "b-1",
+			"records": []any{map[string]any{"value": map[string]any{"type": "STRING", "data": "x"}}}})
+		req, _ := http.NewRequest("POST", srvA.URL+"/v1/leases/shard:10/records", bytes.NewReader(raw))
+		req.Header.Set("Authorization", "Bearer t")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d", resp.StatusCode)
+		}
+		lost <- err
+	}()
+	<-reached
+	srvA.CloseClientConnections() // replica A dies: its answer never leaves
+	close(release)
+	gA.Close()
+	if err := <-lost; err == nil || strings.HasPrefix(err.Error(), "answered") {
+		t.Fatalf("the worker got an answer from the dead replica: %v", err)
+	}
+	w.url = srvB.URL
+	if st := w.acquire("shard:10", true); st != http.StatusCreated {
+		t.Fatalf("moving the lease to B with the current token: %d", st)
+	}
+	if st, code := w.produce("shard:10", "b-1", 1); st != http.StatusOK {
+		t.Fatalf("retry of b-1 on B: %d %s", st, code)
+	}
+	p := b.partition("shard:10")
+	b.runUntil(b.newMaterializer(nil), b.db, p, b.last(p))
+	inLog := 0
+	for _, r := range b.readCommitted(p) {
+		if !r.Barrier && r.Batch == "b-1" {
+			inLog++
+		}
+	}
+	if inLog != 2 {
+		t.Fatalf("the raw log holds b-1 %d times, want 2 (the commit before the lost reply and the retry)", inLog)
+	}
+	if n := count(t, b.db, `SELECT count(*) FROM accepted_records WHERE lease = 'shard:10' AND batch_id = 'b-1'`); n != 1 {
+		t.Fatalf("the ledger holds b-1 %d times, want once", n)
+	}
 }
 
 // TestFM26_LaterOwnerReusesBatchID: o1 writes b-1 and releases; o2
@@ -179,4 +254,14 @@ func (b *testBundle) partition(name string) int32 {
 		b.t.Fatal(err)
 	}
 	return p.Partition
+}
+
+// readCommitted reads a partition read_committed.
+func (b *testBundle) readCommitted(p int32) []verify.Record {
+	b.t.Helper()
+	recs, err := verify.ReadPartition(b.kafka.Brokers, topic, p, 30*time.Second, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return recs
 }

@@ -34,6 +34,8 @@ type testBundle struct {
 	signer *barrier.Signer
 	writer *kafka.Producer
 	ctx    context.Context
+	// replicas counts the gateways a test started (each gets its own name).
+	replicas int
 }
 
 func setup(t testing.TB) *testBundle {
