@@ -1,0 +1,655 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/internal/pgtest"
+)
+
+// The repository's operator artefacts, read by the test as shipped.
+const (
+	alertsFile    = "../../deploy/prometheus/alerts.yaml"
+	dashboardFile = "../../deploy/grafana/fencegate.json"
+)
+
+// TestPrometheusSeesTheFirstIncident runs the gateway and the materializer
+// as the binary does, scraped every second by a real Prometheus (Debian's,
+// installed by deploy/dev/prom.sh) loaded with the shipped alert rules.
+// During a short run with a steady worker it injects one header-less record
+// straight into the lease topic and one stale write, and checks what an
+// operator would: the page fires for the first refused record, the ticket
+// for the stale write, every dashboard query returns data, and every metric
+// the dashboard and the rules name is exported.
+func TestPrometheusSeesTheFirstIncident(t *testing.T) {
+	t.Parallel()
+	promBin := prometheusBinary(t)
+	db := pgtest.NewEmpty(t)
+	k := kafkatest.Start(t, "shard-output", 4)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "fencegate.yaml")
+	yaml := fmt.Sprintf("transactional_id_prefix: e2e\nroutes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 4}\n"+
+		"clients:\n  - {name: worker, token_sha256: %s, allow: [\"*\"]}\n", gateway.HashToken("worker-token"))
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stopped sync.WaitGroup
+	t.Cleanup(func() { cancel(); stopped.Wait() })
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	common := commonFlags{databaseURL: db.URL, brokers: k.Brokers, configPath: cfg,
+		barrierKey: "e2e-barrier-key-0123456789", migrate: true}
+
+	ready := make(chan string, 1)
+	gwErr := make(chan error, 1)
+	stopped.Add(1)
+	go func() {
+		defer stopped.Done()
+		gwErr <- serve(ctx, serveFlags{listen: "127.0.0.1:0", replica: "e2e-gw", minTTL: time.Millisecond,
+			maxTTL: time.Hour, txnTimeout: 10 * time.Second, commonFlags: common}, quiet, ready)
+	}()
+	var gw string
+	select {
+	case addr := <-ready:
+		gw = "http://" + addr
+	case err := <-gwErr:
+		t.Fatalf("serve: %v", err)
+	}
+	matAddr := freeAddr(t)
+	mf := materializeFlags{listen: matAddr, commonFlags: common}
+	mf.migrate = false // serve migrated the database before it answered
+	stopped.Add(1)
+	go func() {
+		defer stopped.Done()
+		if err := materialize(ctx, mf, quiet); err != nil && ctx.Err() == nil {
+			t.Errorf("materialize: %v", err)
+		}
+	}()
+
+	prom := startPrometheus(t, promBin, dir, strings.TrimPrefix(gw, "http://"), matAddr)
+	began := time.Now()
+
+	// Both targets are up and Prometheus holds the refusal counters at 0:
+	// only then is the first refusal an increase Prometheus can see.
+	prom.waitFor(t, 60*time.Second, `count(up{job=~"fencegate-.*"} == 1) == 2`)
+	prom.waitFor(t, 30*time.Second, `fencegate_materializer_records_total{verdict="malformed"} == 0`)
+	prom.waitFor(t, 30*time.Second, `fencegate_batches_total{outcome="stale_token"} == 0`)
+	atStart := prom.query(t, `{__name__=~"fencegate_.*_total"}`)
+	var names []string
+	for _, s := range atStart {
+		names = append(names, seriesName(s.Metric))
+	}
+	slices.Sort(names)
+	t.Logf("counter series present before any request (%d): %s", len(names), strings.Join(names, ", "))
+
+	// A steady worker: batches and renewals every 100 ms, for the
+	// latency and throughput panels.
+	w := &worker{base: gw}
+	token := w.acquire(t, "shard:1", "steady", 60000)
+	stopped.Add(1)
+	go func() {
+		defer stopped.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			w.do("POST", "/v1/leases/shard:1/records", produceBody("steady", token, fmt.Sprintf("b%d", i), 5))
+			w.do("PATCH", "/v1/leases/shard:1", map[string]any{"owner_id": "steady", "token": token, "ttl_ms": 60000})
+		}
+	}()
+
+	// Churn: a lease released and acquired again every 500 ms, so that
+	// handovers happen throughout the run (their latency panel and the
+	// handover annotations need events on both sides of a scrape).
+	stopped.Add(1)
+	go func() {
+		defer stopped.Done()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		var token int64
+		for {
+			if st, body := w.do("POST", "/v1/leases", map[string]any{"name": "shard:3", "owner_id": "churn", "ttl_ms": 60000}); st == http.StatusCreated {
+				var rep struct {
+					Token int64 `json:"token"`
+				}
+				_ = json.Unmarshal(body, &rep)
+				token = rep.Token
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			w.do("DELETE", "/v1/leases/shard:3", map[string]any{"owner_id": "churn", "token": token})
+		}
+	}()
+
+	// The stale write: a former owner whose lease expired and was taken
+	// over writes with its old token.
+	old := w.acquire(t, "shard:2", "former", 300)
+	if st, body := w.do("POST", "/v1/leases/shard:2/records", produceBody("former", old, "f1", 3)); st != http.StatusOK {
+		t.Fatalf("former owner's first batch: %d %s", st, body)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, body := w.do("POST", "/v1/leases", map[string]any{"name": "shard:2", "owner_id": "successor", "ttl_ms": 60000})
+		if st == http.StatusCreated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("takeover of shard:2: %d %s", st, body)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for the lease to expire, bounded by the deadline
+	}
+	staleAt := time.Now()
+	st, body := w.do("POST", "/v1/leases/shard:2/records", produceBody("former", old, "f2", 3))
+	if st != http.StatusConflict {
+		t.Fatalf("stale write: %d %s, want 409", st, body)
+	}
+	t.Logf("stale write answered %d %s", st, body)
+
+	// The refused record: no fencegate headers, written around the gateway.
+	injectAt := time.Now()
+	inject(t, k.Brokers, "shard-output", 3)
+
+	page := prom.waitAlert(t, 60*time.Second, "FencegateLedgerRefusedRecord", map[string]string{"verdict": "malformed"})
+	pageAfter := time.Since(injectAt)
+	ticket := prom.waitAlert(t, 60*time.Second, "FencegateStaleWriteRefused", nil)
+	ticketAfter := time.Since(staleAt)
+	t.Logf("FencegateLedgerRefusedRecord (page) firing %.1fs after the injected record (active since %s): %v",
+		pageAfter.Seconds(), page.ActiveAt, page.Labels)
+	t.Logf("FencegateStaleWriteRefused (ticket) firing %.1fs after the stale write: %v", ticketAfter.Seconds(), ticket.Labels)
+	for _, a := range prom.alerts(t) {
+		t.Logf("alert %s %s %v", a.Labels["alertname"], a.State, a.Labels)
+		if a.Labels["alertname"] == "FencegateStaleWriteRefused" || a.Labels["alertname"] == "FencegateLedgerRefusedRecord" {
+			continue
+		}
+		if a.Labels["alertname"] == "FencegateStaleWriteInKafka" || a.Labels["alertname"] == "FencegateProducerFenced" {
+			t.Errorf("%s fired, but nothing stale reached Kafka and no producer was fenced: %v", a.Labels["alertname"], a.Labels)
+		}
+	}
+
+	var targets struct {
+		Active []struct {
+			Labels    map[string]string `json:"labels"`
+			Health    string            `json:"health"`
+			LastError string            `json:"lastError"`
+		} `json:"activeTargets"`
+	}
+	prom.api(t, "/api/v1/targets", url.Values{}, &targets)
+	for _, tg := range targets.Active {
+		if tg.Health != "up" {
+			t.Errorf("target %s is %s: %s", tg.Labels["job"], tg.Health, tg.LastError)
+		}
+	}
+
+	// Every dashboard query returns data over the run, and every metric it
+	// or a rule names is one the two processes export.
+	dash := loadDashboard(t)
+	exported := exportedNames(t, gw+"/metrics", "http://"+matAddr+"/metrics")
+	for _, q := range dash.queries() {
+		expr := strings.ReplaceAll(q.expr, "$__rate_interval", "15s")
+		expr = strings.ReplaceAll(expr, "$__interval", "5s")
+		if q.annotation && q.panel != "annotation Handovers" {
+			// An annotation filters events ("> 0"); fences did not happen
+			// in this run, so the series under the filter must have data.
+			expr = strings.TrimSuffix(expr, " > 0")
+		}
+		// A histogram's series is born at its first event and a rate needs
+		// two scrapes of it: wait for the data, with a deadline.
+		deadline := time.Now().Add(30 * time.Second)
+		n := prom.rangeHasData(t, expr, began, time.Now())
+		for n == 0 && time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond) // polling Prometheus, bounded by the deadline
+			n = prom.rangeHasData(t, expr, began, time.Now())
+		}
+		if n == 0 {
+			t.Errorf("dashboard %q: query returned no data in %v: %s", q.panel, time.Since(began).Round(time.Second), expr)
+		} else {
+			t.Logf("dashboard %q: %d series with data: %s", q.panel, n, q.expr)
+		}
+		for _, m := range metricNames(q.expr) {
+			if !exported[m] {
+				t.Errorf("dashboard %q names %s, which neither process exports", q.panel, m)
+			}
+		}
+	}
+	for _, expr := range ruleExprs(t) {
+		for _, m := range metricNames(expr) {
+			if !exported[m] && m != "up" { // up is Prometheus's own
+				t.Errorf("alerts.yaml names %s, which neither process exports", m)
+			}
+		}
+	}
+	for _, job := range []string{"fencegate-gateway", "fencegate-materializer"} {
+		for _, q := range []string{`target_info{job="%s", service_name="%s", service_instance_id!=""}`,
+			`fencegate_build_info{job="%s", librdkafka_version!="", version!=""}`, `go_goroutines{job="%s"}`,
+			`process_resident_memory_bytes{job="%s"}`} {
+			expr := fmt.Sprintf(q, job, job)
+			if strings.Count(q, "%s") == 1 {
+				expr = fmt.Sprintf(q, job)
+			}
+			if len(prom.query(t, expr)) == 0 {
+				t.Errorf("Prometheus has no %s", expr)
+			}
+		}
+	}
+}
+
+// prometheusBinary finds Debian's prometheus; make test installs it with
+// deploy/dev/prom.sh before the suite runs.
+func prometheusBinary(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus not found: run `make test` or `deploy/dev/prom.sh install` (%v)", err)
+	}
+	return p
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// promServer is a Prometheus started for one test.
+type promServer struct {
+	base string
+	log  string
+}
+
+// startPrometheus runs prometheus scraping the gateway and the
+// materializer every second with the shipped rules, evaluated every
+// second, on its own storage directory; it stops with the test.
+func startPrometheus(t *testing.T, bin, dir, gateway, materializer string) *promServer {
+	t.Helper()
+	rules, err := filepath.Abs(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [%q]
+scrape_configs:
+  - job_name: fencegate-gateway
+    static_configs: [{targets: [%q]}]
+  - job_name: fencegate-materializer
+    static_configs: [{targets: [%q]}]
+`, rules, gateway, materializer)
+	confPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	logPath := filepath.Join(dir, "prometheus.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+confPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p := &promServer{base: "http://" + addr, log: logPath}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		logf.Close()
+		if t.Failed() {
+			raw, _ := os.ReadFile(logPath)
+			t.Logf("prometheus log:\n%s", raw)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(p.base + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case <-exited:
+			raw, _ := os.ReadFile(logPath)
+			t.Fatalf("prometheus exited:\n%s", raw)
+		case <-time.After(100 * time.Millisecond): // polling readiness, bounded by the deadline
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready after 30s")
+		}
+	}
+}
+
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  []any             `json:"value"`
+	Values [][]any           `json:"values"`
+}
+
+func (p *promServer) api(t *testing.T, path string, params url.Values, out any) {
+	t.Helper()
+	resp, err := http.Get(p.base + path + "?" + params.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil || env.Status != "success" {
+		t.Fatalf("prometheus %s %v: %s %v", path, params, raw, err)
+	}
+	if err := json.Unmarshal(env.Data, out); err != nil {
+		t.Fatalf("prometheus %s: %v", path, err)
+	}
+}
+
+func (p *promServer) query(t *testing.T, expr string) []promSample {
+	t.Helper()
+	var data struct {
+		Result []promSample `json:"result"`
+	}
+	p.api(t, "/api/v1/query", url.Values{"query": {expr}}, &data)
+	return data.Result
+}
+
+// rangeHasData runs expr as Grafana would over [from, to] and returns how
+// many series have at least one number (NaN, the answer of a quantile over
+// no events, is not data).
+func (p *promServer) rangeHasData(t *testing.T, expr string, from, to time.Time) int {
+	t.Helper()
+	var data struct {
+		Result []promSample `json:"result"`
+	}
+	p.api(t, "/api/v1/query_range", url.Values{"query": {expr}, "start": {unix(from)}, "end": {unix(to)}, "step": {"1"}}, &data)
+	n := 0
+	for _, s := range data.Result {
+		for _, v := range s.Values {
+			if f, err := strconv.ParseFloat(fmt.Sprint(v[1]), 64); err == nil && !math.IsNaN(f) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func unix(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
+
+// waitFor polls expr until it returns a sample.
+func (p *promServer) waitFor(t *testing.T, timeout time.Duration, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(p.query(t, expr)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v Prometheus still has no %s", timeout, expr)
+		}
+		time.Sleep(200 * time.Millisecond) // polling Prometheus, bounded by the deadline
+	}
+}
+
+type promAlert struct {
+	Labels   map[string]string `json:"labels"`
+	State    string            `json:"state"`
+	ActiveAt string            `json:"activeAt"`
+}
+
+func (p *promServer) alerts(t *testing.T) []promAlert {
+	t.Helper()
+	var data struct {
+		Alerts []promAlert `json:"alerts"`
+	}
+	p.api(t, "/api/v1/alerts", url.Values{}, &data)
+	return data.Alerts
+}
+
+// waitAlert polls the alerts API until name fires with labels.
+func (p *promServer) waitAlert(t *testing.T, timeout time.Duration, name string, labels map[string]string) promAlert {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, a := range p.alerts(t) {
+			if a.Labels["alertname"] != name || a.State != "firing" {
+				continue
+			}
+			match := true
+			for k, v := range labels {
+				match = match && a.Labels[k] == v
+			}
+			if match {
+				return a
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v not firing after %v; alerts: %+v", name, labels, timeout, p.alerts(t))
+		}
+		time.Sleep(200 * time.Millisecond) // polling Prometheus, bounded by the deadline
+	}
+}
+
+func seriesName(m map[string]string) string {
+	var ls []string
+	for k, v := range m {
+		if k != "__name__" && k != "job" && k != "instance" && !strings.HasPrefix(k, "otel_") {
+			ls = append(ls, k+"="+v)
+		}
+	}
+	slices.Sort(ls)
+	return fmt.Sprintf("%s/%s{%s}", m["job"], m["__name__"], strings.Join(ls, ","))
+}
+
+// worker speaks the gateway's HTTP API with the test client's token.
+type worker struct{ base string }
+
+func (w *worker) do(method, path string, body any) (int, []byte) {
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, w.base+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer worker-token")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (w *worker) acquire(t *testing.T, name, owner string, ttlMS int) int64 {
+	t.Helper()
+	st, body := w.do("POST", "/v1/leases", map[string]any{"name": name, "owner_id": owner, "ttl_ms": ttlMS})
+	var rep struct {
+		Token int64 `json:"token"`
+	}
+	if st != http.StatusCreated || json.Unmarshal(body, &rep) != nil {
+		t.Fatalf("acquire %s: %d %s", name, st, body)
+	}
+	return rep.Token
+}
+
+func produceBody(owner string, token int64, batch string, n int) map[string]any {
+	recs := make([]map[string]any, n)
+	for i := range recs {
+		recs[i] = map[string]any{"value": map[string]any{"type": "STRING", "data": fmt.Sprintf("%s/%d", batch, i)}}
+	}
+	return map[string]any{"owner_id": owner, "token": token, "batch_id": batch, "records": recs}
+}
+
+// inject writes one record without fencegate headers straight to the
+// topic, as a producer that bypassed the gateway would.
+func inject(t *testing.T, brokers, topic string, partition int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: partition, Value: []byte("no headers")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dashboard is the part of the Grafana JSON the test reads.
+type dashboard struct {
+	Panels []struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	} `json:"panels"`
+	Annotations struct {
+		List []struct {
+			Name string `json:"name"`
+			Expr string `json:"expr"`
+		} `json:"list"`
+	} `json:"annotations"`
+}
+
+type dashQuery struct {
+	panel, expr string
+	annotation  bool
+}
+
+func loadDashboard(t *testing.T) dashboard {
+	t.Helper()
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	return d
+}
+
+// queries lists every panel target and annotation query.
+func (d dashboard) queries() []dashQuery {
+	var out []dashQuery
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			if tg.Expr != "" {
+				out = append(out, dashQuery{panel: p.Title, expr: tg.Expr})
+			}
+		}
+	}
+	for _, a := range d.Annotations.List {
+		if a.Expr != "" {
+			out = append(out, dashQuery{panel: "annotation " + a.Name, expr: a.Expr, annotation: true})
+		}
+	}
+	return out
+}
+
+// ruleExprs returns the expressions of the shipped alert rules.
+func ruleExprs(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Expr string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			out = append(out, r.Expr)
+		}
+	}
+	return out
+}
+
+// selector matches a metric name where PromQL selects one: before a label
+// matcher or a range. The dashboard and the rules always select with one
+// of the two, so no metric escapes the check.
+var selector = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\s*[{\[]`)
+
+func metricNames(expr string) []string {
+	var out []string
+	for _, m := range selector.FindAllStringSubmatch(expr, -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// exportedNames scrapes the endpoints and returns every sample name they
+// export (histograms as _bucket, _sum and _count).
+func exportedNames(t *testing.T, endpoints ...string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, u := range endpoints {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		for name, f := range fams {
+			out[name] = true
+			if f.GetType().String() == "HISTOGRAM" {
+				for _, s := range []string{"_bucket", "_sum", "_count"} {
+					out[name+s] = true
+				}
+			}
+		}
+	}
+	return out
+}
