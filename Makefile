@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 PG := deploy/dev/pg.sh
 PROM := deploy/dev/prom.sh
+# Packaging checks without a container engine or cluster (compose, systemd, k8s schemas).
+LINT_DEPLOY := deploy/check/lint-deploy.sh
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The OpenAPI linter (npm; Debian: apt-get install nodejs npm).
@@ -9,7 +11,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: help test lint run build bench fuzz loadtest pg-start pg-stop alerts
+.PHONY: lint-deploy help test lint run build bench fuzz loadtest pg-start pg-stop alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -20,14 +22,19 @@ build: ## build bin/fencegate
 test: ## run the whole suite with -race (installs and starts the throwaway Postgres, installs Prometheus, tests the alert rules)
 	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
 	@$(PROM) check
+	@$(LINT_DEPLOY)
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-lint: ## go vet, gofmt -l, staticcheck and the OpenAPI linter
+lint: ## go vet, gofmt -l, staticcheck, the OpenAPI linter and the packaging checks (lint-deploy)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 	npx --yes $(REDOCLY) lint --config api/redocly.yaml api/openapi.yaml
+	@$(LINT_DEPLOY)
+
+lint-deploy: ## packaging checks: docker-compose config, promtool, systemd-analyze, k8s schemas, TestDeploy (no engine, no cluster)
+	@$(LINT_DEPLOY)
 
 bench: ## benchmarks against the throwaway Postgres and the embedded broker
 	@$(PG) start
