@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // failNextProduce answers the next Produce request with code instead of
@@ -235,63 +235,165 @@ func TestFM23_TakeoverWhileCommitHeld(t *testing.T) {
 	oldRep := <-done
 	log := &ackLog{}
 	b.mustProduce(t, bb, log, "shard:23", "w-new", fresh, "new", 2)
+	// checkInvariants also reads the whole log with its markers: an old
+	// commit that lands must have its marker before the new barrier.
 	recs := b.checkInvariants(t, "shard:23", log)
 	n := dataOf(recs, old)
-	if oldRep.status == http.StatusOK && n != 4 || oldRep.status != http.StatusOK && n != 0 {
-		t.Fatalf("old transaction: reply %d, %d of 4 records committed (want all if acked, none if not)", oldRep.status, n)
+	switch {
+	case oldRep.status != http.StatusOK && oldRep.code() != "generation_ended":
+		t.Fatalf("a batch whose commit was in flight was answered %d %s; want 200 or generation_ended", oldRep.status, oldRep.raw)
+	case oldRep.status == http.StatusOK && n != 4, n != 0 && n != 4:
+		t.Fatalf("old transaction: reply %d %s, %d of 4 records committed (all if acked; all or none otherwise)", oldRep.status, oldRep.raw, n)
+	}
+	for _, r := range recs {
+		if r.Barrier && r.Token == fresh && lastOldOffset(recs, old) > r.Offset {
+			t.Fatalf("a record of token %d follows the barrier of token %d at %d", old, fresh, r.Offset)
+		}
 	}
 }
 
-// procCounts returns the process's OS thread and open file counts.
-func procCounts(t *testing.T) (threads, fds int) {
+// lastOldOffset is the offset of the last data record of token in recs
+// (-1: none).
+func lastOldOffset(recs []verify.Record, token int64) int64 {
+	last := int64(-1)
+	for _, r := range recs {
+		if !r.Barrier && r.Token == token {
+			last = r.Offset
+		}
+	}
+	return last
+}
+
+// procCounts returns the process's librdkafka threads (named "rdk:...";
+// every producer instance runs several) and open files.
+func procCounts(t *testing.T) (rdkThreads, fds int) {
 	t.Helper()
-	raw, err := os.ReadFile("/proc/self/status")
+	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Skip("no /proc")
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
-			threads, _ = strconv.Atoi(strings.TrimSpace(v))
+	for _, task := range tasks {
+		comm, err := os.ReadFile("/proc/self/task/" + task.Name() + "/comm")
+		if err == nil && strings.HasPrefix(string(comm), "rdk:") {
+			rdkThreads++
 		}
 	}
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return threads, len(ents)
+	return rdkThreads, len(ents)
 }
 
-// TestFM24_HandoverChurnLeaksNothing: 500 handovers leave the process's
-// thread and file-descriptor counts at their baseline (every librdkafka
-// instance is destroyed).
-func TestFM24_HandoverChurnLeaksNothing(t *testing.T) {
+// TestFM24_ProducerChurnLeaksNothing: every path that ends a producer
+// instance destroys it: 200 handovers, 20 failed handovers (the broker
+// refuses InitProducerId), 10 fenced sessions and 20 sessions ended by
+// the reaper. Afterwards the process runs exactly as many librdkafka
+// threads as before (one leaked instance adds several) and no more files.
+func TestFM24_ProducerChurnLeaksNothing(t *testing.T) {
 	// Not parallel: it counts the whole process's threads and files.
 	b := setup(t)
 	r := b.newReplica(nil)
+	other := b.newReplica(nil)
 	token := r.mustAcquire(t, "shard:24", "w1", 30*time.Second)
-	log := &ackLog{}
-	churn := func(n int) {
-		for range n {
-			rep := r.regenerate(t, "shard:24", "w1", token, 30*time.Second)
-			if rep.status != http.StatusCreated {
-				t.Fatalf("handover: %d %s", rep.status, rep.raw)
-			}
-			token = rep.int("token")
-		}
-		r.g.Idle()
-	}
-	churn(5)
+	churn := churner{t: t, b: b, r: r, other: other, token: token}
+	churn.all(1)
+	r.g.Idle()
+	other.g.Idle()
 	baseThreads, baseFDs := procCounts(t)
-	churn(500)
-	b.mustProduce(t, r, log, "shard:24", "w1", token, "last", 1)
-	// One live producer remains in both measurements; Go may keep a few
-	// idle OS threads it started for cgo calls.
+	churn.all(10)
+	log := &ackLog{}
+	b.mustProduce(t, r, log, "shard:24", "w1", churn.token, "last", 1)
 	eventually(t, 30*time.Second, func() (bool, string) {
+		r.g.Idle()
+		other.g.Idle()
 		threads, fds := procCounts(t)
-		msg := fmt.Sprintf("threads %d (baseline %d), fds %d (baseline %d)", threads, baseThreads, fds, baseFDs)
-		return threads <= baseThreads+4 && fds <= baseFDs+2, msg
+		msg := fmt.Sprintf("librdkafka threads %d (baseline %d), fds %d (baseline %d)", threads, baseThreads, fds, baseFDs)
+		return threads == baseThreads && fds <= baseFDs+2, msg
 	})
 	b.checkInvariants(t, "shard:24", log)
+}
+
+// churner drives each path that ends a producer instance.
+type churner struct {
+	t        *testing.T
+	b        *testBundle
+	r, other *replica
+	token    int64
+	n        int
+}
+
+// all runs k rounds: 20 handovers, 2 failed handovers, 1 fenced session
+// and 2 reaped sessions per round.
+func (c *churner) all(k int) {
+	for range k {
+		c.handovers(20)
+		c.failedHandovers(2)
+		c.fenced()
+		c.reaped(2)
+	}
+}
+
+func (c *churner) handovers(n int) {
+	for range n {
+		rep := c.r.regenerate(c.t, "shard:24", "w1", c.token, 30*time.Second)
+		if rep.status != http.StatusCreated {
+			c.t.Fatalf("handover: %d %s", rep.status, rep.raw)
+		}
+		c.token = rep.int("token")
+	}
+}
+
+// failedHandovers has the broker refuse InitProducerId, so the handover
+// fails after its producer was created.
+func (c *churner) failedHandovers(n int) {
+	var refusing atomic.Bool
+	refusing.Store(true)
+	c.b.kafka.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if !refusing.Load() {
+			return nil, nil, false // the control drops itself
+		}
+		c.b.kafka.KeepControl()
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil, true
+	})
+	defer refusing.Store(false)
+	for range n {
+		c.n++
+		if rep := c.r.acquire(c.t, fmt.Sprintf("shard:24%d", c.n), "w1", 30*time.Second); rep.status == http.StatusCreated {
+			c.t.Fatalf("handover acknowledged although the broker refused InitProducerId: %s", rep.raw)
+		}
+	}
+}
+
+// fenced has a frozen replica's session fenced by a takeover elsewhere.
+func (c *churner) fenced() {
+	c.n++
+	lease := fmt.Sprintf("shard:24%d", c.n)
+	old := c.other.mustAcquire(c.t, lease, "w-old", 500*time.Millisecond)
+	c.other.clock.freeze()
+	defer c.other.clock.frozen.Store(nil)
+	fresh := c.b.takeover(c.t, c.r, lease, "w-new")
+	if rep := c.other.produce(c.t, lease, "w-old", old, "zombie", 1); rep.code() != "fenced" {
+		c.t.Fatalf("frozen replica's produce after the takeover: %d %s", rep.status, rep.raw)
+	}
+	if rep := c.r.do(c.t, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=w-new&token=%d", lease, fresh), nil); rep.status != http.StatusNoContent {
+		c.t.Fatalf("release of the new owner: %d %s", rep.status, rep.raw)
+	}
+}
+
+// reaped has sessions end at their local deadline.
+func (c *churner) reaped(n int) {
+	for range n {
+		c.n++
+		c.other.mustAcquire(c.t, fmt.Sprintf("shard:24%d", c.n), "w1", 30*time.Second)
+		c.other.clock.advance(time.Hour)
+		eventually(c.t, 30*time.Second, func() (bool, string) {
+			n := c.other.g.Sessions()
+			return n == 0, fmt.Sprintf("%d live sessions on the reaped replica", n)
+		})
+	}
 }
 
 // TestFM28_EpochBumpingErrorsEndGeneration: the broker answers a produce
