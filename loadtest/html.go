@@ -4,22 +4,65 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 )
 
-// chart is one SVG line chart over the timeline.
+// The HTML report answers what a reader asks, in that order: did the run
+// pass and what ran; the invariants, one row each; the gateway beside its
+// baselines; latencies of batches, handovers and renewals; the run over
+// time with handovers and refusals marked. A figure that was not measured
+// says "not measured": a -1, a 0 or a blank cell would read as a result.
+
+const notMeasured = "not measured"
+
+// Chart geometry: the plot area inside the SVG, leaving room for the axes'
+// tick labels and titles.
+const (
+	chartW, chartH         = 900, 260
+	plotLeft, plotRight    = 70.0, 880.0
+	plotTop, plotBottom    = 16.0, 210.0
+	markHandover, markFail = "#5b6ee1", "#d43a3a"
+)
+
+// chart is one SVG chart with axes: a line chart over the run's seconds, or
+// grouped bars.
 type chart struct {
-	Title  string
-	Series []series
-	Marks  []mark // vertical markers (handovers, fences)
-	MaxY   float64
-	Width  int
-	Height int
-	LabelX []int
+	Title, YLabel, XLabel string
+	Width, Height         int
+	Left, Right           float64
+	Top, Bottom           float64
+	TickEnd               float64 // lower end of the x-axis tick marks
+	XTicks, YTicks        []tick
+	Series                []series
+	Bars                  []bar
+	Gaps                  []gap
+	Marks                 []mark
+	Legend                []legend
+	Empty                 string
+}
+
+type tick struct {
+	Pos   float64
+	Label string
 }
 
 type series struct {
-	Name, Color, Points string
+	Color, Points string
+}
+
+type bar struct {
+	X, Y, W, H float64
+	Color      string
+	Title      string
+	Label      string
+}
+
+// gap is a bar chart slot whose figure was not measured.
+type gap struct {
+	X     float64
+	Label string
 }
 
 type mark struct {
@@ -28,70 +71,351 @@ type mark struct {
 	Title string
 }
 
-const chartW, chartH = 900, 220
+type legend struct {
+	X     float64
+	Color string
+	Name  string
+}
 
-func buildChart(title string, tl []second, vals map[string]func(second) float64, colors map[string]string, marks bool) chart {
-	c := chart{Title: title, Width: chartW, Height: chartH}
-	for _, s := range tl {
-		for _, f := range vals {
-			c.MaxY = max(c.MaxY, f(s))
+// niceScale returns an axis maximum and step of 1, 2 or 5 times a power of
+// ten, with at most five steps, so that tick labels are round numbers.
+func niceScale(maxV float64) (top, step float64) {
+	if maxV <= 0 || math.IsNaN(maxV) {
+		return 1, 0.25
+	}
+	raw := maxV / 5
+	pow := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		step = m * pow
+		if step >= raw {
+			break
 		}
 	}
-	if c.MaxY == 0 {
-		c.MaxY = 1
+	return math.Ceil(maxV/step) * step, step
+}
+
+func num(v float64) string {
+	if v == math.Trunc(v) {
+		return thousands(int64(v))
 	}
+	if v >= 10 {
+		return thousands(int64(math.Round(v)))
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// thousands formats n with thin separators: 1,929,902.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func newChart(title, ylabel, xlabel string) chart {
+	return chart{Title: title, YLabel: ylabel, XLabel: xlabel, Width: chartW, Height: chartH,
+		Left: plotLeft, Right: plotRight, Top: plotTop, Bottom: plotBottom, TickEnd: plotBottom + 5}
+}
+
+func (c *chart) yAxis(maxV float64) func(float64) float64 {
+	top, step := niceScale(maxV)
+	for v := 0.0; v <= top+step/2; v += step {
+		c.YTicks = append(c.YTicks, tick{Pos: c.Bottom - v/top*(c.Bottom-c.Top), Label: num(v)})
+	}
+	return func(v float64) float64 { return c.Bottom - v/top*(c.Bottom-c.Top) }
+}
+
+// lineSeries is one line of a timeline chart; ok says whether second s
+// has a value (a second without batches has no latency, not a latency of 0).
+type lineSeries struct {
+	name  string
+	color string
+	value func(second) (float64, bool)
+}
+
+// timelineChart draws lines over the run's seconds with handovers (blue)
+// and fences or refused stale writes (red) marked.
+func timelineChart(title, ylabel string, tl []second, lines []lineSeries) chart {
+	c := newChart(title, ylabel, "seconds since the start of the gateway phase")
+	if len(tl) == 0 {
+		c.Empty = notMeasured + " (no timeline)"
+		return c
+	}
+	maxV := 0.0
+	for _, l := range lines {
+		for _, s := range tl {
+			if v, ok := l.value(s); ok {
+				maxV = max(maxV, v)
+			}
+		}
+	}
+	y := c.yAxis(maxV)
 	n := max(len(tl)-1, 1)
-	x := func(i int) float64 { return 40 + float64(i)*float64(chartW-50)/float64(n) }
-	for name, f := range vals {
+	x := func(i int) float64 { return c.Left + float64(i)/float64(n)*(c.Right-c.Left) }
+	_, xstep := niceScale(float64(n))
+	xstep = max(xstep, 1)
+	for v := 0.0; v <= float64(n); v += xstep {
+		c.XTicks = append(c.XTicks, tick{Pos: x(int(v)), Label: num(v)})
+	}
+	for i, s := range tl {
+		if s.Handovers > 0 {
+			c.Marks = append(c.Marks, mark{X: x(i), Color: markHandover, Title: fmt.Sprintf("%d s: %d handovers", i, s.Handovers)})
+		}
+		if s.Fences > 0 || s.Refused > 0 {
+			c.Marks = append(c.Marks, mark{X: x(i), Color: markFail, Title: fmt.Sprintf("%d s: %d producers fenced, %d stale writes refused", i, s.Fences, s.Refused)})
+		}
+	}
+	lx := c.Left
+	for _, l := range lines {
 		var pts []string
 		for i, s := range tl {
-			y := float64(chartH-20) - f(s)/c.MaxY*float64(chartH-40)
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y))
-		}
-		c.LabelX = append(c.LabelX, 60+len(c.Series)*120)
-		c.Series = append(c.Series, series{Name: name, Color: colors[name], Points: strings.Join(pts, " ")})
-	}
-	if marks {
-		for i, s := range tl {
-			if s.Handovers > 0 {
-				c.Marks = append(c.Marks, mark{X: x(i), Color: "#8888ff", Title: fmt.Sprintf("%ds: %d handovers", i, s.Handovers)})
-			}
-			if s.Fences > 0 || s.Refused > 0 {
-				c.Marks = append(c.Marks, mark{X: x(i), Color: "#ff4444", Title: fmt.Sprintf("%ds: %d fenced, %d stale refused", i, s.Fences, s.Refused)})
+			if v, ok := l.value(s); ok {
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(v)))
 			}
 		}
+		c.Series = append(c.Series, series{Color: l.color, Points: strings.Join(pts, " ")})
+		c.Legend = append(c.Legend, legend{X: lx, Color: l.color, Name: l.name})
+		lx += 20 + 7*float64(len(l.name)+4)
 	}
+	c.Legend = append(c.Legend, legend{X: lx, Color: markHandover, Name: "| handover"},
+		legend{X: lx + 110, Color: markFail, Name: "| fenced or stale refused"})
 	return c
 }
 
-var page = template.Must(template.New("report").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>fencegate loadtest</title>
-<style>body{font-family:sans-serif;max-width:960px;margin:2em auto}table{border-collapse:collapse}
-td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}svg{background:#fafafa;border:1px solid #ddd}
-.pass{color:#070}.fail{color:#b00}</style></head><body>
-<h1>fencegate loadtest: {{if .R.Pass}}<span class="pass">pass</span>{{else}}<span class="fail">FAIL</span>{{end}}</h1>
-<pre>{{.Summary}}</pre>
-{{range .Charts}}{{template "chart" .}}{{end}}
-<p>Blue lines: handovers; red lines: fenced producers or refused stale writes.</p>
-</body></html>
-{{define "chart"}}<h2>{{.Title}}</h2>
-<svg width="{{.Width}}" height="{{.Height}}" xmlns="http://www.w3.org/2000/svg">
-<text x="4" y="14" font-size="11">max {{printf "%.1f" .MaxY}}</text>
-{{range .Marks}}<line x1="{{.X}}" x2="{{.X}}" y1="20" y2="{{$.Height}}" stroke="{{.Color}}" stroke-width="1"><title>{{.Title}}</title></line>{{end}}
-{{range $i, $s := .Series}}<polyline fill="none" stroke="{{$s.Color}}" stroke-width="2" points="{{$s.Points}}"/>
-<text x="{{index $.LabelX $i}}" y="{{$.Height}}" font-size="11" fill="{{$s.Color}}" dy="-4">{{$s.Name}}</text>{{end}}
-</svg>{{end}}`))
-
-// WriteHTML writes a self-contained page: summary table, throughput and
-// p50/p99 latency over time with handovers and fences marked.
-func (rep *Report) WriteHTML(w io.Writer) error {
-	tl := rep.Timeline
-	charts := []chart{
-		buildChart("Throughput (records/s)", tl, map[string]func(second) float64{
-			"records/s": func(s second) float64 { return float64(s.Records) }}, map[string]string{"records/s": "#2a7"}, true),
-		buildChart("Batch latency (ms)", tl, map[string]func(second) float64{
-			"p50": func(s second) float64 { return s.P50Ms }, "p99": func(s second) float64 { return s.P99Ms }},
-			map[string]string{"p50": "#27a", "p99": "#a27"}, true),
+// latencyChart draws p50 and p99 bars for batches, handovers and
+// renewals; a kind with no samples says it was not measured.
+func latencyChart(rep *Report) chart {
+	c := newChart("Latency: p50 and p99 by operation", "milliseconds", "")
+	kinds := []struct {
+		name string
+		q    Quantiles
+	}{{"batch (produce)", rep.LatencyMs.Produce}, {"handover (acquire)", rep.LatencyMs.Handover}, {"renew", rep.LatencyMs.Renew}}
+	maxV := 0.0
+	for _, k := range kinds {
+		if k.q.Count > 0 {
+			maxV = max(maxV, k.q.P99)
+		}
 	}
-	return page.Execute(w, map[string]any{"R": rep, "Summary": rep.Markdown(), "Charts": charts})
+	y := c.yAxis(maxV)
+	slot := (c.Right - c.Left) / float64(len(kinds))
+	for i, k := range kinds {
+		mid := c.Left + slot*(float64(i)+0.5)
+		c.XTicks = append(c.XTicks, tick{Pos: mid, Label: fmt.Sprintf("%s, %s samples", k.name, thousands(int64(k.q.Count)))})
+		if k.q.Count == 0 {
+			c.Gaps = append(c.Gaps, gap{X: mid, Label: notMeasured})
+			continue
+		}
+		for j, p := range []struct {
+			name  string
+			v     float64
+			color string
+		}{{"p50", k.q.P50, "#2a7fbf"}, {"p99", k.q.P99, "#bf2a7f"}} {
+			bx := mid - 70 + float64(j)*72
+			c.Bars = append(c.Bars, bar{X: bx, Y: y(p.v), W: 68, H: c.Bottom - y(p.v), Color: p.color,
+				Title: fmt.Sprintf("%s %s: %.1f ms", k.name, p.name, p.v), Label: fmt.Sprintf("%s %.1f", p.name, p.v)})
+		}
+	}
+	c.Legend = []legend{{X: c.Left, Color: "#2a7fbf", Name: "p50"}, {X: c.Left + 60, Color: "#bf2a7f", Name: "p99"}}
+	return c
+}
+
+// cell is one table cell: its text and whether it is a pass/fail verdict.
+type cell struct {
+	Text  string
+	Class string
+}
+
+func text(s string) cell { return cell{Text: s} }
+
+func verdict(ok bool) cell {
+	if ok {
+		return cell{Text: "pass", Class: "pass"}
+	}
+	return cell{Text: "FAIL", Class: "fail"}
+}
+
+// measured formats v when ok, and says "not measured" otherwise.
+func measured(ok bool, format string, v ...any) cell {
+	if !ok {
+		return cell{Text: notMeasured, Class: "nm"}
+	}
+	return text(fmt.Sprintf(format, v...))
+}
+
+func every(sec float64) cell {
+	if sec <= 0 {
+		return text("off")
+	}
+	return text(fmt.Sprintf("every %s s", num(sec)))
+}
+
+type invariantRow struct {
+	Name, Means string
+	Inv         Invariant
+}
+
+// view is what the template renders.
+type view struct {
+	Pass       cell
+	Scenario   [][2]cell
+	Invariants []invariantRow
+	Ledger     LedgerCheck
+	Baselines  [][]cell
+	Gateway    [][2]cell
+	Charts     []chart
+	Latency    chart
+}
+
+func (rep *Report) view() view {
+	s := rep.Scenario
+	rate := text("open loop (as fast as possible)")
+	if s.Rate > 0 {
+		rate = text(fmt.Sprintf("%s batches/s per lease", num(s.Rate)))
+	}
+	v := view{Pass: verdict(rep.Pass)}
+	v.Scenario = [][2]cell{
+		{text("leases x workers per lease"), text(fmt.Sprintf("%d x %d", s.Leases, s.WorkersPerLease))},
+		{text("batch"), text(fmt.Sprintf("%d records of %d B", s.BatchSize, s.RecordSize))},
+		{text("rate"), rate},
+		{text("gateway phase"), text(fmt.Sprintf("%s s", num(s.DurationS)))},
+		{text("lease TTL"), text(fmt.Sprintf("%d ms", s.TTLMs))},
+		{text("freeze a holder past its TTL"), every(s.FreezeEveryS)},
+		{text("forced handover (churn)"), every(s.ChurnEveryS)},
+		{text("ambiguous commit (EndTxn held)"), every(s.AmbiguityEveryS)},
+	}
+	inv := rep.Invariants
+	v.Invariants = []invariantRow{
+		{"I1 token order", "tokens of a lease only grow along its partition", inv.I1},
+		{"I2 no stale write", "no record of a superseded generation after the new barrier", inv.I2},
+		{"I3 no acknowledged loss", "every acknowledged batch is in the topic", inv.I3},
+		{"I4 no early acknowledgement", "no batch acknowledged before its commit", inv.I4},
+	}
+	v.Ledger = rep.Ledger
+
+	g, d, n := rep.Gateway, rep.Direct, rep.Naive
+	direct := d.Seconds > 0
+	naive := n.Records > 0
+	v.Baselines = [][]cell{
+		{text("records written"), text(thousands(g.Records)), measured(direct, "%s", thousands(d.Records)), measured(naive, "%s", thousands(n.Records))},
+		{text("records/s"), text(num(rep.Throughput.GatewayRecordsPerS)), measured(direct, "%s", num(rep.Throughput.DirectRecordsPerS)), text(notMeasured)},
+		{text("throughput relative to direct"), measured(direct, "%.2f", rep.Throughput.RatioGatewayDirect), measured(direct, "1.00"), text(notMeasured)},
+		{text("batch latency p50"), measured(rep.LatencyMs.Produce.Count > 0, "%.1f ms", rep.LatencyMs.Produce.P50), measured(direct && d.P50Ms > 0, "%.1f ms", d.P50Ms), text(notMeasured)},
+		{text("batch latency p99"), measured(rep.LatencyMs.Produce.Count > 0, "%.1f ms", rep.LatencyMs.Produce.P99), measured(direct && d.P99Ms > 0, "%.1f ms", d.P99Ms), text(notMeasured)},
+		{text("stale records accepted"), verdictCount(g.StaleAccepted), text("no stale writers"), measured(naive, "%s", thousands(n.StaleAccepted))},
+	}
+	for _, row := range v.Baselines {
+		for i := range row {
+			if row[i].Text == notMeasured {
+				row[i].Class = "nm"
+			}
+		}
+	}
+	v.Gateway = [][2]cell{
+		{text("batches committed"), text(thousands(g.Batches))},
+		{text("handovers"), text(thousands(g.Handovers))},
+		{text("producers fenced"), text(thousands(g.Fenced))},
+		{text("stale writes attempted by frozen workers"), text(thousands(g.StaleAttempts))},
+		{text("... refused"), text(thousands(g.StaleRefused))},
+		{text("... accepted"), verdictCount(g.StaleAccepted)},
+		{text("errors seen by workers"), text(thousands(g.Errors))},
+		{text("sessions left after the run"), measured(g.SessionsAfterRun >= 0, "%d", g.SessionsAfterRun)},
+		{text("process threads before / after"), measured(g.ThreadsBefore > 0 && g.ThreadsAfter > 0, "%d / %d", g.ThreadsBefore, g.ThreadsAfter)},
+	}
+	tl := rep.Timeline
+	always := func(f func(second) float64) func(second) (float64, bool) {
+		return func(s second) (float64, bool) { return f(s), true }
+	}
+	withBatches := func(f func(second) float64) func(second) (float64, bool) {
+		return func(s second) (float64, bool) { return f(s), s.Batches > 0 }
+	}
+	v.Charts = []chart{
+		timelineChart("Throughput", "records per second", tl, []lineSeries{
+			{"committed records/s", "#2a9d5b", always(func(s second) float64 { return float64(s.Records) })}}),
+		timelineChart("Batch latency", "milliseconds", tl, []lineSeries{
+			{"p50", "#2a7fbf", withBatches(func(s second) float64 { return s.P50Ms })},
+			{"p99", "#bf2a7f", withBatches(func(s second) float64 { return s.P99Ms })}}),
+		timelineChart("Handovers, fences and refused stale writes", "events per second", tl, []lineSeries{
+			{"handovers", markHandover, always(func(s second) float64 { return float64(s.Handovers) })},
+			{"producers fenced", "#e08a1e", always(func(s second) float64 { return float64(s.Fences) })},
+			{"stale writes refused", markFail, always(func(s second) float64 { return float64(s.Refused) })}}),
+	}
+	v.Latency = latencyChart(rep)
+	return v
+}
+
+// verdictCount shows a count that must be zero, marked pass or fail.
+func verdictCount(n int64) cell {
+	c := verdict(n == 0)
+	c.Text = thousands(n)
+	return c
+}
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"n": func(v int) string { return thousands(int64(v)) },
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>fencegate loadtest report</title>
+<style>
+body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;max-width:960px;margin:2em auto;color:#222;line-height:1.4}
+h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right;vertical-align:top}
+th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:bold}.fail{color:#b00;font-weight:bold}
+.nm{color:#888;font-style:italic}svg{background:#fcfcfc;border:1px solid #ddd;margin:.3em 0 1em}
+.axis{font-size:11px;fill:#444}.title{font-size:12px;fill:#222}p.note{color:#555;font-size:90%}
+</style></head><body>
+<h1>fencegate loadtest: <span class="{{.Pass.Class}}">{{.Pass.Text}}</span></h1>
+<p class="note">Pass: every invariant and the ledger check hold, the gateway accepted no stale record, and no session outlived the run.</p>
+
+<h2>Scenario</h2>
+<table>{{range .Scenario}}<tr><th class="l">{{(index . 0).Text}}</th><td class="l">{{(index . 1).Text}}</td></tr>{{end}}</table>
+
+<h2>Invariants</h2>
+<table><tr><th class="l">invariant</th><th class="l">meaning</th><th>result</th><th>checked</th><th>violations</th></tr>
+{{range .Invariants}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Means}}</td><td class="{{if .Inv.Pass}}pass{{else}}fail{{end}}">{{if .Inv.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Inv.Checked}}</td><td>{{n .Inv.Violations}}</td></tr>
+{{range .Inv.Examples}}<tr><td class="l fail" colspan="5">example: {{.}}</td></tr>{{end}}{{end}}
+<tr><td class="l">ledger = acknowledged batches</td><td class="l">the materializer's ledger holds each acknowledged batch once (missing {{.Ledger.Missing}}, duplicated {{.Ledger.Duplicated}}, unacknowledged extra {{.Ledger.Extra}})</td><td class="{{if .Ledger.Pass}}pass{{else}}fail{{end}}">{{if .Ledger.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Ledger.AckedBatches}}</td><td>{{n .Ledger.Missing}}</td></tr>
+</table>
+
+<h2>Gateway beside its baselines</h2>
+<p class="note">direct: one producer per lease straight to Kafka, no fencing (the throughput ceiling). naive: the same with stale writers, no fencing (what fencing prevents).</p>
+<table><tr><th class="l"></th><th>gateway</th><th>direct</th><th>naive</th></tr>
+{{range .Baselines}}<tr>{{range $i, $c := .}}<td class="{{if eq $i 0}}l {{end}}{{$c.Class}}">{{$c.Text}}</td>{{end}}</tr>{{end}}</table>
+
+<h2>Gateway phase</h2>
+<table>{{range .Gateway}}<tr><th class="l">{{(index . 0).Text}}</th><td class="{{(index . 1).Class}}">{{(index . 1).Text}}</td></tr>{{end}}</table>
+
+<h2 id="latency">Latency</h2>
+{{template "chart" .Latency}}
+<h2 id="time">The run over time</h2>
+{{range .Charts}}{{template "chart" .}}{{end}}
+</body></html>
+{{define "chart"}}<h3>{{.Title}}</h3>
+<svg width="{{.Width}}" height="{{.Height}}" viewBox="0 0 {{.Width}} {{.Height}}" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{{.Title}}">
+{{if .Empty}}<text x="{{.Width}}" y="120" class="title" transform="translate(-450,0)" font-style="italic">{{.Empty}}</text>{{else}}
+{{range .YTicks}}<line x1="{{$.Left}}" x2="{{$.Right}}" y1="{{.Pos}}" y2="{{.Pos}}" stroke="#e6e6e6"/><text x="{{$.Left}}" y="{{.Pos}}" dx="-6" dy="4" text-anchor="end" class="axis">{{.Label}}</text>
+{{end}}<line x1="{{.Left}}" x2="{{.Left}}" y1="{{.Top}}" y2="{{.Bottom}}" stroke="#444"/><line x1="{{.Left}}" x2="{{.Right}}" y1="{{.Bottom}}" y2="{{.Bottom}}" stroke="#444"/>
+{{range .XTicks}}<line x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$.Bottom}}" y2="{{$.TickEnd}}" stroke="#444"/><text x="{{.Pos}}" y="{{$.Bottom}}" dy="15" text-anchor="middle" class="axis">{{.Label}}</text>
+{{end}}<text transform="translate(16,{{.Bottom}}) rotate(-90)" class="axis">{{.YLabel}}</text>
+{{if .XLabel}}<text x="{{.Right}}" y="{{.Bottom}}" dy="30" text-anchor="end" class="axis">{{.XLabel}}</text>{{end}}
+{{range .Marks}}<line x1="{{.X}}" x2="{{.X}}" y1="{{$.Top}}" y2="{{$.Bottom}}" stroke="{{.Color}}" stroke-opacity="0.45" stroke-width="1"><title>{{.Title}}</title></line>
+{{end}}{{range .Series}}<polyline fill="none" stroke="{{.Color}}" stroke-width="2" points="{{.Points}}"/>
+{{end}}{{range .Bars}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="{{.Color}}"><title>{{.Title}}</title></rect><text x="{{.X}}" y="{{.Y}}" dx="34" dy="-4" text-anchor="middle" class="axis">{{.Label}}</text>
+{{end}}{{range .Gaps}}<text x="{{.X}}" y="{{$.Bottom}}" dy="-60" text-anchor="middle" class="axis" font-style="italic">{{.Label}}</text>
+{{end}}{{range .Legend}}<rect x="{{.X}}" y="{{$.Height}}" width="12" height="4" transform="translate(0,-12)" fill="{{.Color}}"/><text x="{{.X}}" y="{{$.Height}}" dx="16" dy="-8" class="axis">{{.Name}}</text>
+{{end}}{{end}}</svg>{{end}}`))
+
+// WriteHTML writes a self-contained page: verdict, scenario, invariants and
+// baselines as tables, latency bars, and the run over time with handovers
+// and refusals marked.
+func (rep *Report) WriteHTML(w io.Writer) error {
+	return page.Execute(w, rep.view())
 }
