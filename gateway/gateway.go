@@ -368,7 +368,7 @@ func (g *Gateway) reap() {
 	defer g.mu.Unlock()
 	for name, s := range g.sessions {
 		if s.expired(now) {
-			g.endLocked(s, errorf(CodeLeaseLost, "lease %q expired (local deadline passed)", name))
+			g.endLocked(s, expiredError(name))
 			delete(g.sessions, name)
 		}
 	}

@@ -154,7 +154,7 @@ func settle(reason *Error, f fate) *Error {
 	if f == fateDead || reason.Code == CodeGenerationEnded {
 		return reason
 	}
-	return &Error{Code: CodeGenerationEnded, outcome: reason.outcome,
+	return &Error{Code: CodeGenerationEnded, outcome: reason.outcome, Extra: map[string]any{"cause": string(reason.Code)},
 		Detail: "outcome unknown (" + reason.Detail + "); ask for a new generation with your current token and retry the same batch_id"}
 }
 

@@ -48,11 +48,20 @@ func (s *session) admit(owner string, token int64, now time.Time) *Error {
 	case !now.Before(s.deadline):
 		// Fail closed: past the local deadline nothing is written, even if
 		// nobody took the lease.
-		s.ended = errorf(CodeLeaseLost, "lease %q expired (local deadline passed)", s.name)
-		s.ended.outcome = outcomeExpired
+		s.ended = expiredError(s.name)
 		return s.ended
 	}
 	return nil
+}
+
+// expiredError is the answer once the local deadline passed: reason
+// "expired" tells the worker (and the harness) that the local deadline,
+// not a later generation, refused the request.
+func expiredError(name string) *Error {
+	e := errorf(CodeLeaseLost, "lease %q expired (local deadline passed)", name)
+	e.Extra = map[string]any{"reason": "expired"}
+	e.outcome = outcomeExpired
+	return e
 }
 
 // end marks the session ended with reason; the first reason wins.
