@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate/verify"
@@ -45,7 +46,11 @@ func (r *runner) verify(ctx context.Context, rep *Report) error {
 		return err
 	}
 	r.checkI2I3(rep, recs)
+	if err := r.checkCommitOrder(rep); err != nil {
+		return err
+	}
 	r.checkI4(rep, recs)
+	r.checkAnswers(rep, recs)
 	if r.stack.Materialize {
 		if err := r.checkLedger(ctx, rep); err != nil {
 			return err
@@ -113,6 +118,49 @@ func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
 	rep.Invariants.I3.Pass = rep.Invariants.I3.Violations == 0
 }
 
+// checkCommitOrder adds to I2 what only the whole log shows: commit
+// markers of old generations after a newer barrier, data from an epoch its
+// barrier does not name, records outside transactions.
+func (r *runner) checkCommitOrder(rep *Report) error {
+	inv := &rep.Invariants.I2
+	for p := range int32(Partitions) {
+		whole, err := verify.ReadLog(strings.Split(r.stack.Brokers, ","), LeaseTopic, p, 60*time.Second)
+		if err != nil {
+			return err
+		}
+		for _, v := range verify.CommitOrder(whole) {
+			inv.fail("partition %d (commit order): %s", p, v)
+		}
+	}
+	inv.Pass = inv.Violations == 0
+	return nil
+}
+
+// checkAnswers compares answers with the log: an attempt answered "nothing
+// committed" must have no committed record, and an attempt sent after a
+// later generation was acknowledged must not be committed (records carry
+// their attempt's id in the key).
+func (r *runner) checkAnswers(rep *Report, recs map[int32][]verify.Record) {
+	committed := map[string]bool{}
+	for _, rs := range recs {
+		for _, rec := range rs {
+			if attempt, _, ok := strings.Cut(string(rec.Key), "/"); ok && !rec.Barrier {
+				committed[attempt] = true
+			}
+		}
+	}
+	g := &rep.Gateway
+	for _, a := range r.st.checked {
+		switch {
+		case !committed[a.id]:
+		case a.definite:
+			g.DefiniteButCommitted++
+		case a.staleOK:
+			g.StaleAccepted++
+		}
+	}
+}
+
 // checkI4: every acknowledged acquire's generation was opened in Kafka (its
 // barrier, written after InitTransactions bumped the epoch, is committed)
 // before the worker received the 201.
@@ -150,25 +198,25 @@ func (r *runner) checkLedger(ctx context.Context, rep *Report) error {
 	if err := r.waitCaughtUp(ctx); err != nil {
 		return err
 	}
-	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, batch_id, count(*), count(DISTINCT seq)
-		FROM accepted_records WHERE topic = $1 GROUP BY lease, batch_id`, LeaseTopic)
+	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, owner_id, batch_id, count(*), count(DISTINCT seq)
+		FROM accepted_records WHERE topic = $1 GROUP BY lease, owner_id, batch_id`, LeaseTopic)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	inLedger := map[string][2]int64{}
 	for rows.Next() {
-		var lease, batch string
+		var lease, owner, batch string
 		var n, distinct int64
-		if err := rows.Scan(&lease, &batch, &n, &distinct); err != nil {
+		if err := rows.Scan(&lease, &owner, &batch, &n, &distinct); err != nil {
 			return err
 		}
-		inLedger[lease+"|"+batch] = [2]int64{n, distinct}
+		inLedger[lease+"|"+owner+"|"+batch] = [2]int64{n, distinct}
 	}
 	lc := &rep.Ledger
 	acked := map[string]bool{}
 	for _, b := range r.st.acked {
-		k := b.Lease + "|" + b.BatchID
+		k := b.Lease + "|" + b.Owner + "|" + b.BatchID
 		acked[k] = true
 		got := inLedger[k]
 		switch {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate/gateway"
@@ -18,7 +19,8 @@ import (
 
 // childGateway is a `fencegate serve` child process that the harness can
 // kill -9 and restart on the same port (FM10: a replica dies after a
-// commit, before its reply).
+// commit, before its reply), or pause with SIGSTOP and resume (FM25: a
+// replica freezes mid-commit while its leases move elsewhere).
 type childGateway struct {
 	exe  string
 	args []string
@@ -31,28 +33,50 @@ type childGateway struct {
 // StartEmbeddedChild is StartEmbedded with the gateway in a child process
 // started from exe (the fencegate binary), so that it can be killed.
 func StartEmbeddedChild(ctx context.Context, serverURL, exe string, log *slog.Logger) (*Stack, error) {
+	return StartEmbeddedReplicas(ctx, serverURL, exe, 1, log)
+}
+
+// StartEmbeddedReplicas is StartEmbedded with n gateway replicas, each a
+// child process started from exe, registered under its own name and
+// address so that replicas send each other's clients to the holder (421).
+func StartEmbeddedReplicas(ctx context.Context, serverURL, exe string, n int, log *slog.Logger) (*Stack, error) {
 	s, err := startEmbedded(ctx, serverURL, log, false)
 	if err != nil {
 		return nil, err
 	}
-	c, err := newChildGateway(s, exe, log)
-	if err == nil {
-		err = c.start(ctx)
-	}
-	if err != nil {
+	if err := s.startChildren(ctx, exe, n, log); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.child = c
-	s.GatewayURL = "http://" + c.addr
-	s.closers = append(s.closers, c.stop)
 	return s, nil
 }
 
-func newChildGateway(s *Stack, exe string, log *slog.Logger) (*childGateway, error) {
+func (s *Stack) startChildren(ctx context.Context, exe string, n int, log *slog.Logger) error {
+	cfg, err := writeChildConfig(s)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		c, err := newChildGateway(s, exe, cfg, fmt.Sprintf("loadtest-replica-%d", i), log)
+		if err == nil {
+			err = c.start(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		s.children = append(s.children, c)
+		s.GatewayURLs = append(s.GatewayURLs, "http://"+c.addr)
+		s.closers = append(s.closers, c.stop)
+	}
+	s.GatewayURL = s.GatewayURLs[0]
+	return nil
+}
+
+// writeChildConfig writes the children's routes and clients file.
+func writeChildConfig(s *Stack) (string, error) {
 	dir, err := os.MkdirTemp("", "fencegate-loadtest-")
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	s.closers = append(s.closers, func() { _ = os.RemoveAll(dir) })
 	cfg := filepath.Join(dir, "fencegate.yaml")
@@ -60,9 +84,10 @@ func newChildGateway(s *Stack, exe string, log *slog.Logger) (*childGateway, err
 		"  - {pattern: \"shard:*\", topic: %s, partitions: %d}\n  - {pattern: \"naive:*\", topic: %s, partitions: %d}\n"+
 		"clients:\n  - {name: loadtest, token_sha256: %s, allow: [\"shard:*\"]}\n",
 		LeaseTopic, Partitions, NaiveTopic, Partitions, gateway.HashToken(WorkerToken))
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		return nil, err
-	}
+	return cfg, os.WriteFile(cfg, []byte(yaml), 0o600)
+}
+
+func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*childGateway, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -70,8 +95,9 @@ func newChildGateway(s *Stack, exe string, log *slog.Logger) (*childGateway, err
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return &childGateway{exe: exe, log: log, addr: addr, args: []string{"serve", "--listen", addr,
+		"--advertise-url", "http://" + addr,
 		"--kafka-brokers", s.Brokers, "--database-url", s.DatabaseURL, "--config", cfg,
-		"--barrier-key", barrierKey, "--replica", "loadtest-child", "--min-ttl", "100ms"}}, nil
+		"--barrier-key", barrierKey, "--replica", replica, "--min-ttl", "100ms"}}, nil
 }
 
 // start runs the child and waits until it is ready.
@@ -112,6 +138,24 @@ func (c *childGateway) kill() {
 }
 
 func (c *childGateway) stop() { c.kill() }
+
+// signal sends sig to the child, if it runs.
+func (c *childGateway) signal(sig os.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil {
+		_ = c.cmd.Process.Signal(sig)
+	}
+}
+
+// freeze is the replica-freeze fault: SIGSTOP for d (the process sees no
+// time pass on its own, but its monotonic clock moves), then SIGCONT. It
+// always resumes the child, also when ctx ends during the pause.
+func (c *childGateway) freeze(ctx context.Context, d time.Duration) {
+	c.signal(syscall.SIGSTOP)
+	defer c.signal(syscall.SIGCONT)
+	wait(ctx, d)
+}
 
 // killAndRestart is the gateway-kill fault.
 func (c *childGateway) killAndRestart(ctx context.Context) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -60,8 +61,24 @@ type GatewayFigures struct {
 	Fenced        int64   `json:"fenced"`
 	StaleAttempts int64   `json:"stale_attempts"`
 	StaleRefused  int64   `json:"stale_refused"`
-	StaleAccepted int64   `json:"stale_accepted"`
-	Errors        int64   `json:"errors"`
+	// StaleAccepted: attempts sent after a later generation was
+	// acknowledged, answered 200 and found committed in the log.
+	StaleAccepted int64 `json:"stale_accepted"`
+	Errors        int64 `json:"errors"`
+	// Replicas is the number of gateway replicas; ReplicaFreezes the rounds
+	// of the replica-freeze fault.
+	Replicas       int   `json:"replicas"`
+	ReplicaFreezes int64 `json:"replica_freezes"`
+	// AnswersByCode counts produce answers: "ok", a problem code, or
+	// "transport".
+	AnswersByCode map[string]int64 `json:"answers_by_code"`
+	// StaleByLayer counts answers to overtaken generations by the layer
+	// that answered: broker_fence, local_deadline, session_check,
+	// outcome_unknown, committed (before the new barrier), transport.
+	StaleByLayer map[string]int64 `json:"stale_by_layer"`
+	// DefiniteButCommitted counts answers that promised "nothing
+	// committed" for an attempt found committed in the log (must be 0).
+	DefiniteButCommitted int64 `json:"definite_but_committed"`
 	// SessionsAfterRun are live sessions once every worker released
 	// (embedded only; -1 otherwise): leaked sessions keep producers.
 	SessionsAfterRun int `json:"sessions_after_run"`
@@ -106,7 +123,9 @@ func (r *runner) report() *Report {
 	st := r.st
 	rep.Gateway = GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
-		StaleRefused: st.staleRefused.Load(), StaleAccepted: st.staleAccepted.Load(), Errors: st.errors.Load()}
+		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),
+		Replicas: len(r.stack.urls()), ReplicaFreezes: st.replicaFreezes.Load(),
+		AnswersByCode: st.answersByCode, StaleByLayer: st.staleByLayer}
 	rep.Gateway.SessionsAfterRun = r.stack.liveSessions()
 	rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter = r.threadsBefore, threadCount()
 	rep.LatencyMs.Produce = quantiles(&st.produce)
@@ -130,7 +149,7 @@ func (rep *Report) finish() {
 	}
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
-		rep.Gateway.StaleAccepted == 0 && rep.Gateway.SessionsAfterRun <= 0
+		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -173,8 +192,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nhandover p50 / p99: %.1f / %.1f ms (%d); renew p50 / p99: %.1f / %.1f ms (%d)\n",
 		rep.LatencyMs.Handover.P50, rep.LatencyMs.Handover.P99, rep.LatencyMs.Handover.Count,
 		rep.LatencyMs.Renew.P50, rep.LatencyMs.Renew.P99, rep.LatencyMs.Renew.Count)
-	fmt.Fprintf(w, "stale writes attempted by frozen workers: %d, refused: %d; producers fenced: %d; errors: %d\n",
-		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, rep.Gateway.Fenced, rep.Gateway.Errors)
+	fmt.Fprintf(w, "writes of overtaken generations: %d, refused: %d, by layer: %s; producers fenced: %d; errors: %d\n",
+		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, counts(rep.Gateway.StaleByLayer), rep.Gateway.Fenced, rep.Gateway.Errors)
+	fmt.Fprintf(w, "replicas: %d, replica freezes: %d; answers: %s; definite refusals found committed: %d\n",
+		rep.Gateway.Replicas, rep.Gateway.ReplicaFreezes, counts(rep.Gateway.AnswersByCode), rep.Gateway.DefiniteButCommitted)
 	fmt.Fprintf(w, "sessions left after the run: %d; process threads before/after: %d/%d\n",
 		rep.Gateway.SessionsAfterRun, rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {
@@ -182,6 +203,23 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 			fmt.Fprintf(w, "- %s\n", ex)
 		}
 	}
+}
+
+// counts prints a count map in key order ("none" when empty).
+func counts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return "none"
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Markdown returns WriteMarkdown's text.

@@ -24,13 +24,16 @@ type Options struct {
 }
 
 type runner struct {
-	sc      Scenario
-	stack   *Stack
-	gw      *client
-	st      *stats
-	value   string
-	workers [][]*worker
-	opts    Options
+	sc    Scenario
+	stack *Stack
+	// clients by gateway URL: one per replica, and one per holder_url a
+	// 421 named.
+	clientsMu sync.Mutex
+	clients   map[string]*client
+	st        *stats
+	value     string
+	workers   [][]*worker
+	opts      Options
 	// threadsBefore is the process's OS thread count before the run.
 	threadsBefore int
 }
@@ -62,10 +65,13 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 	if (sc.AmbiguityEvery > 0) && stack.cluster == nil {
 		return nil, errNotEmbedded
 	}
-	if sc.KillGatewayAfter > 0 && stack.child == nil {
+	if sc.KillGatewayAfter > 0 && len(stack.children) == 0 {
 		return nil, errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
 	}
-	r := &runner{sc: sc, stack: stack, gw: newClient(stack.GatewayURL, stack.Token, sc.Leases*sc.WorkersPerLease+8),
+	if sc.FreezeReplicaEvery > 0 && len(stack.children) < 2 {
+		return nil, errors.New("freeze_replica_every needs two or more gateway replicas as child processes (--embedded --replicas 2)")
+	}
+	r := &runner{sc: sc, stack: stack, clients: map[string]*client{},
 		st: newStats(), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
 	r.gatewayPhase(ctx)
 	rep := r.report()
@@ -84,10 +90,15 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	defer cancel()
 	r.st = newStats()
 	var wg sync.WaitGroup
+	urls := r.stack.urls()
 	for l := range r.sc.Leases {
 		var ws []*worker
 		for i := range r.sc.WorkersPerLease {
-			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r}
+			// Contenders of a lease start on different replicas, so that
+			// one of them takes the lease over while the other's replica
+			// is frozen.
+			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r,
+				gw: r.client(urls[(l+i)%len(urls)])}
 			ws = append(ws, w)
 			wg.Add(1)
 			go func() { defer wg.Done(); w.run(pctx) }()
@@ -99,19 +110,41 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
 	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.holdNextEndTxn(commitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
+	r.every(pctx, &faults, r.sc.FreezeReplicaEvery, r.freezeReplica)
 	if r.sc.KillGatewayAfter > 0 {
 		faults.Add(1)
 		go func() {
 			defer faults.Done()
 			wait(pctx, r.sc.KillGatewayAfter)
 			if pctx.Err() == nil {
-				r.stack.child.killAndRestart(pctx)
+				r.stack.children[0].killAndRestart(pctx)
 			}
 		}()
 	}
 	wg.Wait()
 	faults.Wait()
 	r.progressDone()
+}
+
+// client returns the client of the gateway at url.
+func (r *runner) client(url string) *client {
+	r.clientsMu.Lock()
+	defer r.clientsMu.Unlock()
+	c := r.clients[url]
+	if c == nil {
+		c = newClient(url, r.stack.Token, r.sc.Leases*r.sc.WorkersPerLease+8)
+		r.clients[url] = c
+	}
+	return c
+}
+
+// freezeReplica pauses the next replica in turn (FM25): its sessions stop
+// mid-batch, their leases expire and move to the contenders on the other
+// replica, and it resumes to find its producers fenced.
+func (r *runner) freezeReplica() {
+	n := r.st.replicaFreezes.Add(1)
+	c := r.stack.children[int(n-1)%len(r.stack.children)]
+	c.freeze(context.Background(), r.sc.ReplicaPause)
 }
 
 // every runs fn every d until ctx ends (d == 0: never).

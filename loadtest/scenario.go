@@ -45,6 +45,12 @@ type Scenario struct {
 	// KillGatewayAfter kills -9 the gateway child process once, then
 	// restarts it. 0: off. Embedded with GatewayChild only.
 	KillGatewayAfter time.Duration `yaml:"kill_gateway_after"`
+	// FreezeReplicaEvery pauses one gateway replica (a child process) with
+	// SIGSTOP, mid-batch under load, for ReplicaPause (default 3 x TTL),
+	// while its leases are taken over on another replica, then resumes it
+	// (FM25). 0: off. Needs at least two replicas as child processes.
+	FreezeReplicaEvery time.Duration `yaml:"freeze_replica_every"`
+	ReplicaPause       time.Duration `yaml:"replica_pause"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
@@ -75,6 +81,9 @@ func (s *Scenario) Validate() error {
 	if s.RenewEvery == 0 {
 		s.RenewEvery = s.TTL / 3
 	}
+	if s.ReplicaPause == 0 {
+		s.ReplicaPause = 3 * s.TTL
+	}
 	switch {
 	case s.Leases < 1 || s.Leases > 10000:
 		return errors.New("leases must be 1..10000")
@@ -90,6 +99,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("renew_every must be in (0, ttl)")
 	case s.KillGatewayAfter < 0 || s.KillGatewayAfter >= s.Duration && s.KillGatewayAfter != 0:
 		return errors.New("kill_gateway_after must be inside the duration")
+	case s.FreezeReplicaEvery < 0 || s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute:
+		return errors.New("freeze_replica_every must be >= 0 and replica_pause in (ttl, 1m]")
 	}
 	return nil
 }

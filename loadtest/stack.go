@@ -55,8 +55,19 @@ type Stack struct {
 	Token string
 	// gw is the in-process gateway (embedded only), for leak checks.
 	gw *gateway.Gateway
-	// child is the gateway child process (StartEmbeddedChild only).
-	child *childGateway
+	// children are the gateway replicas as child processes
+	// (StartEmbeddedReplicas only), at GatewayURLs.
+	children    []*childGateway
+	GatewayURLs []string
+}
+
+// urls are the gateway replicas' URLs (one for an in-process or external
+// gateway).
+func (s *Stack) urls() []string {
+	if len(s.GatewayURLs) > 0 {
+		return s.GatewayURLs
+	}
+	return []string{s.GatewayURL}
 }
 
 // liveSessions returns the embedded gateway's live sessions after its

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ type Grant struct {
 // AckedBatch is a batch the gateway answered 2xx (for I3 and the ledger).
 type AckedBatch struct {
 	Lease   string
+	Owner   string
 	Token   int64
 	BatchID string
 	Offsets []int64
@@ -40,12 +42,32 @@ type stats struct {
 	renew    Histogram
 
 	records, batches, handovers, fences, errors atomic.Int64
-	staleAccepted, staleRefused, staleAttempts  atomic.Int64
+	staleRefused, staleAttempts                 atomic.Int64
+	attempts, replicaFreezes                    atomic.Int64
 
 	mu       sync.Mutex
 	acked    []AckedBatch
 	grants   []Grant
+	latest   map[string]int64 // lease -> newest acknowledged token
 	timeline []timelineSecond
+	// answersByCode counts produce answers ("ok", a problem code, or
+	// "transport"); staleByLayer counts the answers to generations that a
+	// later one had overtaken, by the layer that answered.
+	answersByCode map[string]int64
+	staleByLayer  map[string]int64
+	// checked are the attempts whose answer the log must confirm: definite
+	// refusals (nothing committed) and 200s to requests sent stale.
+	checked []attemptAnswer
+}
+
+// attemptAnswer is one produce attempt the log is checked against.
+type attemptAnswer struct {
+	id string
+	// definite: answered "nothing of this batch is or will be committed".
+	definite bool
+	// staleOK: sent after a later generation was acknowledged, and
+	// answered 200.
+	staleOK bool
 }
 
 type timelineSecond struct {
@@ -53,7 +75,37 @@ type timelineSecond struct {
 	second
 }
 
-func newStats() *stats { return &stats{start: time.Now()} }
+func newStats() *stats {
+	return &stats{start: time.Now(), latest: map[string]int64{}, answersByCode: map[string]int64{}, staleByLayer: map[string]int64{}}
+}
+
+// nextAttempt names a new produce attempt.
+func (s *stats) nextAttempt() string { return "a" + strconv.FormatInt(s.attempts.Add(1), 10) }
+
+// answer records the answer to attempt. staleAtSend and staleAtAnswer say
+// whether a later generation of the lease was acknowledged before the
+// request was sent, or before its answer came.
+func (s *stats) answer(attempt string, rep reply, staleAtSend, staleAtAnswer bool) {
+	l := layer(rep)
+	if l == layerBrokerFence {
+		s.fenced()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answersByCode[answerCode(rep)]++
+	if a := (attemptAnswer{id: attempt, definite: definite(rep), staleOK: staleAtSend && rep.status == 200}); a.definite || a.staleOK {
+		s.checked = append(s.checked, a)
+	}
+	if !staleAtSend && !staleAtAnswer {
+		return
+	}
+	s.staleAttempts.Add(1)
+	s.staleByLayer[l]++
+	if rep.status != 200 {
+		s.staleRefused.Add(1)
+		s.slot(time.Now()).Refused++
+	}
+}
 
 func (s *stats) slot(t time.Time) *timelineSecond {
 	i := int(t.Sub(s.start) / time.Second)
@@ -82,6 +134,7 @@ func (s *stats) grant(g Grant, took time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.grants = append(s.grants, g)
+	s.latest[g.Lease] = max(s.latest[g.Lease], g.Token)
 	s.slot(g.AckAt).Handovers++
 }
 
@@ -92,24 +145,11 @@ func (s *stats) fenced() {
 	s.slot(time.Now()).Fences++
 }
 
-func (s *stats) refused() {
-	s.staleRefused.Add(1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.slot(time.Now()).Refused++
-}
-
 // latestGrant returns the newest acknowledged token of lease.
 func (s *stats) latestGrant(lease string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var t int64
-	for _, g := range s.grants {
-		if g.Lease == lease && g.Token > t {
-			t = g.Token
-		}
-	}
-	return t
+	return s.latest[lease]
 }
 
 // seconds returns the timeline with quantiles filled in.

@@ -70,6 +70,7 @@ type worker struct {
 	id      string
 	lease   string
 	r       *runner
+	gw      *client // the replica it talks to (it follows 421s)
 	token   int64
 	owned   atomic.Bool
 	renewed time.Time
@@ -110,7 +111,7 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) acquire(ctx context.Context) {
 	start := time.Now()
-	rep := w.r.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
+	rep := w.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
 		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
 	if rep.status == http.StatusCreated {
 		w.took(rep, start)
@@ -132,7 +133,7 @@ func (w *worker) took(rep reply, start time.Time) {
 // regenerate asks for a new generation with the current token.
 func (w *worker) regenerate(ctx context.Context) bool {
 	start := time.Now()
-	rep := w.r.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
+	rep := w.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
 		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds(), "token": w.token}))
 	if rep.status == http.StatusCreated {
 		w.took(rep, start)
@@ -144,7 +145,7 @@ func (w *worker) regenerate(ctx context.Context) bool {
 
 func (w *worker) renew(ctx context.Context) {
 	start := time.Now()
-	rep := w.r.gw.do(ctx, "PATCH", "/v1/leases/"+w.lease, jsonBody(map[string]any{
+	rep := w.gw.do(ctx, "PATCH", "/v1/leases/"+w.lease, jsonBody(map[string]any{
 		"owner_id": w.id, "token": w.token, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
 	switch {
 	case rep.status == http.StatusOK:
@@ -152,6 +153,8 @@ func (w *worker) renew(ctx context.Context) {
 		w.renewed = start
 	case rep.code == "not_holder":
 		w.regenerate(ctx)
+	case rep.code == "misdirected":
+		w.follow(rep)
 	case rep.status == http.StatusConflict:
 		w.owned.Store(false)
 	default:
@@ -163,18 +166,38 @@ func (w *worker) renew(ctx context.Context) {
 }
 
 func (w *worker) release(ctx context.Context) {
-	w.r.gw.do(ctx, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=%s&token=%d", w.lease, w.id, w.token), nil)
+	w.gw.do(ctx, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=%s&token=%d", w.lease, w.id, w.token), nil)
 	w.owned.Store(false)
 	wait(ctx, w.r.sc.TTL/10) // let a contender take it
 }
 
-func (w *worker) batchBody(batch string) []byte {
+// follow sends the worker to the replica a 421 named.
+func (w *worker) follow(rep reply) {
+	var url string
+	if json.Unmarshal(rep.body["holder_url"], &url) == nil && url != "" {
+		w.gw = w.r.client(url)
+	}
+}
+
+// batchBody is one attempt at a batch. Each record's key carries the
+// attempt's id, so that the log read afterwards says whether this very
+// attempt was committed, whatever it was answered.
+func (w *worker) batchBody(batch, attempt string) []byte {
 	recs := make([]map[string]any, w.r.sc.BatchSize)
 	val := map[string]any{"type": "BINARY", "data": w.r.value}
 	for i := range recs {
-		recs[i] = map[string]any{"key": map[string]any{"type": "STRING", "data": strconv.Itoa(i)}, "value": val}
+		recs[i] = map[string]any{"key": map[string]any{"type": "STRING", "data": attempt + "/" + strconv.Itoa(i)}, "value": val}
 	}
 	return jsonBody(map[string]any{"owner_id": w.id, "token": w.token, "batch_id": batch, "records": recs})
+}
+
+// send makes one produce attempt and records its answer.
+func (w *worker) send(ctx context.Context, batch string) reply {
+	attempt := w.r.st.nextAttempt()
+	staleAtSend := w.r.st.latestGrant(w.lease) > w.token
+	rep := w.gw.do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(batch, attempt))
+	w.r.st.answer(attempt, rep, staleAtSend, w.r.st.latestGrant(w.lease) > w.token)
+	return rep
 }
 
 func (w *worker) produce(ctx context.Context) {
@@ -184,22 +207,22 @@ func (w *worker) produce(ctx context.Context) {
 		batch = fmt.Sprintf("%s/%d", w.id, w.seq)
 	}
 	start := time.Now()
-	rep := w.r.gw.do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(batch))
+	rep := w.send(ctx, batch)
 	w.pending = ""
 	switch {
 	case rep.status == http.StatusOK:
 		var offs []int64
 		_ = json.Unmarshal(rep.body["offsets"], &offs)
-		w.r.st.batch(AckedBatch{Lease: w.lease, Token: w.token, BatchID: batch, Offsets: offs}, len(offs), time.Since(start))
+		w.r.st.batch(AckedBatch{Lease: w.lease, Owner: w.id, Token: w.token, BatchID: batch, Offsets: offs}, len(offs), time.Since(start))
 	case rep.code == "generation_ended", rep.code == "not_holder":
 		w.pending = batch // same batch_id under the next generation
 		w.regenerate(ctx)
+	case rep.code == "misdirected":
+		w.pending = batch
+		w.follow(rep)
 	case rep.code == "batch_aborted":
 		w.pending = batch
-	case rep.code == "fenced":
-		w.r.st.fenced()
-		w.owned.Store(false)
-	case rep.code == "lease_lost":
+	case rep.code == "fenced", rep.code == "lease_lost":
 		w.owned.Store(false)
 	case ctx.Err() == nil:
 		w.r.st.errors.Add(1)
@@ -219,13 +242,7 @@ func (w *worker) frozen(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	w.r.st.staleAttempts.Add(1)
-	rep := w.r.gw.do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(fmt.Sprintf("%s/stale-%d", w.id, old)))
-	if rep.status == http.StatusOK && w.r.st.latestGrant(w.lease) > old {
-		w.r.st.staleAccepted.Add(1)
-	} else if rep.status != http.StatusOK {
-		w.r.st.refused()
-	}
+	w.send(ctx, fmt.Sprintf("%s/stale-%d", w.id, old))
 	w.owned.Store(false)
 }
 

@@ -130,25 +130,33 @@ type Batch struct {
 
 // NoAckedLoss checks I3: every acknowledged batch is present at its
 // offsets, committed, with its records in order and nothing else of the
-// batch in between; acked batches of a lease appear in acknowledgement
-// order.
+// batch in between; acked batches of one generation (lease and token)
+// appear in acknowledgement order. Across generations the fence orders
+// them: a batch an old generation committed before the new barrier may
+// be answered after the new generation's first batches (its replica was
+// paused between commit and reply).
 func NoAckedLoss(recs []Record, acked []Batch) []Violation {
 	byOffset := make(map[int64]Record, len(recs))
 	for _, r := range recs {
 		byOffset[r.Offset] = r
 	}
 	var out []Violation
-	last := map[string]int64{}
+	type generation struct {
+		lease string
+		token int64
+	}
+	last := map[generation]int64{}
 	for _, b := range acked {
+		gen := generation{b.Lease, b.Token}
 		for seq, off := range b.Offsets {
 			r, ok := byOffset[off]
 			if !ok || r.Barrier || r.Lease != b.Lease || r.Token != b.Token || r.Batch != b.BatchID || r.Seq != seq {
 				out = append(out, Violation{"I3", off, fmt.Sprintf("acked %s batch %s seq %d (token %d) missing or different: %+v", b.Lease, b.BatchID, seq, b.Token, r)})
 			}
-			if off <= last[b.Lease] && last[b.Lease] != 0 {
-				out = append(out, Violation{"I3", off, fmt.Sprintf("acked %s batch %s out of order", b.Lease, b.BatchID)})
+			if prev, ok := last[gen]; ok && off <= prev {
+				out = append(out, Violation{"I3", off, fmt.Sprintf("acked %s batch %s (token %d) out of order", b.Lease, b.BatchID, b.Token)})
 			}
-			last[b.Lease] = off
+			last[gen] = off
 		}
 	}
 	return out

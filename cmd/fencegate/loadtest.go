@@ -19,6 +19,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	sc := loadtest.Defaults()
 	embedded := fs.Bool("embedded", false, "start the whole stack in-process (project Postgres, kfake, gateway, materializer)")
 	child := fs.Bool("gateway-child", false, "with --embedded: run the gateway as a child process (needed by --kill-gateway-after)")
+	replicas := fs.Int("replicas", 1, "with --embedded: gateway replicas; more than 1 runs each as a child process (--freeze-replica-every needs 2)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
 	brokers := fs.String("kafka", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
 	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres: the server for --embedded, the gateway's database otherwise")
@@ -39,6 +40,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.ChurnEvery, "churn-every", sc.ChurnEvery, "force a handover this often (0: off)")
 	fs.DurationVar(&sc.AmbiguityEvery, "ambiguity-every", 0, "hold an EndTxn past the commit timeout this often (embedded; 0: off)")
 	fs.DurationVar(&sc.KillGatewayAfter, "kill-gateway-after", 0, "kill -9 the gateway child this long into the run, then restart it (0: off)")
+	fs.DurationVar(&sc.FreezeReplicaEvery, "freeze-replica-every", 0, "SIGSTOP one gateway replica this often, mid-batch, while its leases move to another (embedded; starts 2 replicas; 0: off)")
+	fs.DurationVar(&sc.ReplicaPause, "replica-pause", 0, "how long a frozen replica stays stopped (default 3 x TTL)")
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {
@@ -51,7 +54,10 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stack, err := openStack(ctx, *embedded, *child, *gw, *brokers, *dbURL, *cfgPath, *token, log)
+	if sc.FreezeReplicaEvery > 0 && *replicas < 2 {
+		*replicas = 2
+	}
+	stack, err := openStack(ctx, *embedded, *child, *replicas, *gw, *brokers, *dbURL, *cfgPath, *token, log)
 	if err != nil {
 		return err
 	}
@@ -74,13 +80,13 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-func openStack(ctx context.Context, embedded, child bool, gw, brokers, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
-	if embedded && child {
+func openStack(ctx context.Context, embedded, child bool, replicas int, gw, brokers, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
+	if embedded && (child || replicas > 1) {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		return loadtest.StartEmbeddedChild(ctx, dbURL, exe, log)
+		return loadtest.StartEmbeddedReplicas(ctx, dbURL, exe, max(replicas, 1), log)
 	}
 	if embedded {
 		return loadtest.StartEmbedded(ctx, dbURL, log)
