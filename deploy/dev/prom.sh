@@ -8,7 +8,8 @@
 # install  installs Debian's 'prometheus' package when prometheus or promtool
 #          is missing (needs root). The package's own service, if the init
 #          system starts one, is stopped: it would scrape nothing of ours.
-# check    runs `promtool check rules` on deploy/prometheus/alerts.yaml and
+# check    runs `promtool check config` on deploy/prometheus/prometheus.yml
+#          (which checks the rules file it loads, alerts.yaml) and
 #          `promtool test rules` on deploy/prometheus/alerts_test.yaml.
 # bin      prints the directory holding prometheus and promtool.
 set -euo pipefail
@@ -44,7 +45,7 @@ install() {
 
 check() {
   install
-  promtool check rules "$here/deploy/prometheus/alerts.yaml"
+  promtool check config "$here/deploy/prometheus/prometheus.yml"
   (cd "$here/deploy/prometheus" && promtool test rules alerts_test.yaml)
 }
 
