@@ -45,6 +45,10 @@ func TestEveryBatchOutcomeExistsAtStart(t *testing.T) {
 	if n < 7 {
 		t.Fatalf("found %d outcome constants in metrics.go, want at least 7", n)
 	}
+	fencedAfterCommit := &Error{Code: CodeGenerationEnded, Extra: map[string]any{"cause": string(CodeFenced)}}
+	if got := batchOutcome(fencedAfterCommit); got != outcomeFencedOut {
+		t.Errorf("generation_ended caused by a fence counted as %s, want fenced", got)
+	}
 	for code, want := range map[Code]string{
 		CodeMisdirected: outcomeMisrouted, CodeNotHolder: outcomeMisrouted,
 		CodeLeaseLost: outcomeStaleToken, CodeFenced: outcomeFencedOut,

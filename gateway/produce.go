@@ -114,7 +114,10 @@ func batchOutcome(err error) string {
 	switch {
 	case e.outcome != "":
 		return e.outcome
-	case e.Code == CodeFenced:
+	case e.Code == CodeFenced, e.Code == CodeGenerationEnded && e.Extra["cause"] == string(CodeFenced):
+		// A fence seen after the commit was requested is answered
+		// generation_ended (the batch may have landed), but it is still
+		// a fenced producer's batch: the refusals panel says so.
 		return outcomeFencedOut
 	case e.Code == CodeLeaseLost:
 		return outcomeStaleToken
