@@ -27,21 +27,33 @@
 // Produce of a session never calls Postgres (a request with no session on
 // this replica reads the lease row and the replica registry, for routing
 // only, to answer 421 with the holder's address). A fenced or fatal error
-// ends the session
-// for good (no re-creation, no other producer or transactional.id); an
-// abortable error aborts the batch (503 batch_aborted, nothing written);
-// an unknown outcome (timeout) ends the generation (409 generation_ended):
-// the worker asks for a new generation and retries the same batch_id.
+// ends the session for good (no re-creation, no other producer or
+// transactional.id); an abortable error before the commit aborts the batch
+// (503 batch_aborted, nothing written) unless the abort moved the
+// producer's epoch; an error that would move the epoch, and any failure
+// once CommitTransaction was called, ends the generation (409
+// generation_ended): the worker asks for a new generation and retries the
+// same batch_id. settle is the one rule of what a failed batch may be told
+// (the answer table in docs/api.md): once the commit was requested, only
+// 200 or generation_ended, whatever ended the session meanwhile. A batch id
+// this generation already committed is answered with its original offsets.
 //
-// # Invariants (DESIGN.md section 4) and where they are enforced
+// # Release
+//
+// Only the replica holding the session releases: it ends the session, lets
+// the batch in flight finish or abort, closes the producer, then releases
+// the row. Another replica answers 421 while a live replica holds it.
+//
+// # Invariants (docs/design.md, "Invariants and where they are enforced")
 //
 //   - I1 token order: leasestore (sequence CACHE 1, nextval under the row
 //     lock, rows never deleted); Gateway.install never replaces a later
 //     token with an earlier one on this replica.
 //   - I2 no stale write: the broker's producer-epoch fence, set up by
-//     handover step 3 (bumpAndBarrier) before step 6; Gateway.fail never
-//     re-creates a producer for a fenced token. session.admit is an extra
-//     check, never the fence.
+//     handover step 3 (Gateway.bump, then Gateway.writeBarrier) before
+//     step 6; Gateway.fail never re-creates a producer for a fenced token,
+//     and a generation whose epoch moved ends (Gateway.sameEpoch).
+//     session.admit is an extra check, never the fence.
 //   - I3 no acked loss: a 200 is sent only after CommitTransaction
 //     returned success (Gateway.commit); offsets come from delivery reports
 //     of that transaction.

@@ -144,7 +144,7 @@ func (l *Limits) fill() {
 }
 
 // Gateway holds the sessions of one replica. Its methods are the lease and
-// produce operations of DESIGN.md section 4; the HTTP layer only decodes,
+// produce operations of docs/design.md ("Handover", "Produce"); the HTTP layer only decodes,
 // authorises and encodes.
 type Gateway struct {
 	cfg    Config

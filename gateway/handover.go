@@ -37,7 +37,7 @@ type Grant struct {
 	ProducerEpoch   int16     `json:"producer_epoch"`
 }
 
-// Acquire runs the handover of DESIGN.md section 4:
+// Acquire runs the handover (docs/design.md, "Handover"):
 //
 //  1. Postgres grant (token N, pending, holder = this replica);
 //  2. drop any older local session of the lease;

@@ -71,7 +71,7 @@ func (c KafkaConfig) applyAuth(cm *kafka.ConfigMap) error {
 }
 
 // producer is one librdkafka transactional producer instance. It is bound
-// to exactly one token for its whole life (DESIGN.md section 4) and is
+// to exactly one token for its whole life (docs/design.md, "Handover") and is
 // never re-initialised.
 type producer struct {
 	p *kafka.Producer
@@ -162,7 +162,8 @@ func (p *producer) warm(ctx context.Context, topic string) error {
 // aborts it at the next epoch bump or after transaction.timeout.ms.
 func (p *producer) close() { p.p.Close() }
 
-// outcome classifies a Kafka error for the session (DESIGN.md section 4).
+// outcome classifies a Kafka error for the session (docs/design.md,
+// "Produce" and "The producer keeps its epoch").
 type outcome int
 
 const (

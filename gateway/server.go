@@ -18,7 +18,7 @@ import (
 	"github.com/fencegate/fencegate/leasestore"
 )
 
-// Server is the v1 HTTP API of DESIGN.md section 5 over a Gateway.
+// Server is the v1 HTTP API (docs/api.md) over a Gateway.
 type Server struct {
 	g    *Gateway
 	auth *Authenticator

@@ -33,7 +33,7 @@ type session struct {
 
 // admit is the one predicate that lets a request use a session: same owner,
 // same token, not ended and inside the local deadline. It never consults
-// Postgres (DESIGN.md section 4): produce must survive a lock-service blip,
+// Postgres (docs/design.md, "Produce"): produce must survive a lock-service blip,
 // and safety comes from the broker's epoch fence, not from this check.
 func (s *session) admit(owner string, token int64, now time.Time) *Error {
 	s.state.Lock()
