@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +26,7 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/internal/promtest"
 )
 
 // The repository's operator artefacts, read by the test as shipped.
@@ -48,7 +45,6 @@ const (
 // the dashboard and the rules name is exported.
 func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 	t.Parallel()
-	promBin := prometheusBinary(t)
 	db := pgtest.NewEmpty(t)
 	k := kafkatest.Start(t, "shard-output", 4)
 	dir := t.TempDir()
@@ -91,15 +87,16 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 		}
 	}()
 
-	prom := startPrometheus(t, promBin, dir, strings.TrimPrefix(gw, "http://"), matAddr)
+	prom := promtest.Start(t, alertsFile, map[string][]string{
+		"fencegate-gateway": {strings.TrimPrefix(gw, "http://")}, "fencegate-materializer": {matAddr}})
 	began := time.Now()
 
 	// Both targets are up and Prometheus holds the refusal counters at 0:
 	// only then is the first refusal an increase Prometheus can see.
-	prom.waitFor(t, 60*time.Second, `count(up{job=~"fencegate-.*"} == 1) == 2`)
-	prom.waitFor(t, 30*time.Second, `fencegate_materializer_records_total{verdict="malformed"} == 0`)
-	prom.waitFor(t, 30*time.Second, `fencegate_batches_total{outcome="stale_token"} == 0`)
-	atStart := prom.query(t, `{__name__=~"fencegate_.*_total"}`)
+	prom.WaitFor(60*time.Second, `count(up{job=~"fencegate-.*"} == 1) == 2`)
+	prom.WaitFor(30*time.Second, `fencegate_materializer_records_total{verdict="malformed"} == 0`)
+	prom.WaitFor(30*time.Second, `fencegate_batches_total{outcome="stale_token"} == 0`)
+	atStart := prom.Query(`{__name__=~"fencegate_.*_total"}`)
 	var names []string
 	for _, s := range atStart {
 		names = append(names, seriesName(s.Metric))
@@ -183,14 +180,14 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 	injectAt := time.Now()
 	inject(t, k.Brokers, "shard-output", 3)
 
-	page := prom.waitAlert(t, 60*time.Second, "FencegateLedgerRefusedRecord", map[string]string{"verdict": "malformed"})
+	page := prom.WaitAlert(60*time.Second, "FencegateLedgerRefusedRecord", map[string]string{"verdict": "malformed"})
 	pageAfter := time.Since(injectAt)
-	ticket := prom.waitAlert(t, 60*time.Second, "FencegateStaleWriteRefused", nil)
+	ticket := prom.WaitAlert(60*time.Second, "FencegateStaleWriteRefused", nil)
 	ticketAfter := time.Since(staleAt)
 	t.Logf("FencegateLedgerRefusedRecord (page) firing %.1fs after the injected record (active since %s): %v",
 		pageAfter.Seconds(), page.ActiveAt, page.Labels)
 	t.Logf("FencegateStaleWriteRefused (ticket) firing %.1fs after the stale write: %v", ticketAfter.Seconds(), ticket.Labels)
-	for _, a := range prom.alerts(t) {
+	for _, a := range prom.Alerts() {
 		t.Logf("alert %s %s %v", a.Labels["alertname"], a.State, a.Labels)
 		if a.Labels["alertname"] == "FencegateStaleWriteRefused" || a.Labels["alertname"] == "FencegateLedgerRefusedRecord" {
 			continue
@@ -200,18 +197,8 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 		}
 	}
 
-	var targets struct {
-		Active []struct {
-			Labels    map[string]string `json:"labels"`
-			Health    string            `json:"health"`
-			LastError string            `json:"lastError"`
-		} `json:"activeTargets"`
-	}
-	prom.api(t, "/api/v1/targets", url.Values{}, &targets)
-	for _, tg := range targets.Active {
-		if tg.Health != "up" {
-			t.Errorf("target %s is %s: %s", tg.Labels["job"], tg.Health, tg.LastError)
-		}
+	for _, down := range prom.TargetsDown() {
+		t.Errorf("target down: %s", down)
 	}
 
 	// Every dashboard query returns data over the run, and every metric it
@@ -229,10 +216,10 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 		// A histogram's series is born at its first event and a rate needs
 		// two scrapes of it: wait for the data, with a deadline.
 		deadline := time.Now().Add(30 * time.Second)
-		n := prom.rangeHasData(t, expr, began, time.Now())
+		n := prom.RangeHasData(expr, began, time.Now())
 		for n == 0 && time.Now().Before(deadline) {
 			time.Sleep(500 * time.Millisecond) // polling Prometheus, bounded by the deadline
-			n = prom.rangeHasData(t, expr, began, time.Now())
+			n = prom.RangeHasData(expr, began, time.Now())
 		}
 		if n == 0 {
 			t.Errorf("dashboard %q: query returned no data in %v: %s", q.panel, time.Since(began).Round(time.Second), expr)
@@ -260,22 +247,11 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 			if strings.Count(q, "%s") == 1 {
 				expr = fmt.Sprintf(q, job)
 			}
-			if len(prom.query(t, expr)) == 0 {
+			if len(prom.Query(expr)) == 0 {
 				t.Errorf("Prometheus has no %s", expr)
 			}
 		}
 	}
-}
-
-// prometheusBinary finds Debian's prometheus; make test installs it with
-// deploy/dev/prom.sh before the suite runs.
-func prometheusBinary(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus not found: run `make test` or `deploy/dev/prom.sh install` (%v)", err)
-	}
-	return p
 }
 
 func freeAddr(t *testing.T) string {
@@ -286,188 +262,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// promServer is a Prometheus started for one test.
-type promServer struct {
-	base string
-	log  string
-}
-
-// startPrometheus runs prometheus scraping the gateway and the
-// materializer every second with the shipped rules, evaluated every
-// second, on its own storage directory; it stops with the test.
-func startPrometheus(t *testing.T, bin, dir, gateway, materializer string) *promServer {
-	t.Helper()
-	rules, err := filepath.Abs(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: [%q]
-scrape_configs:
-  - job_name: fencegate-gateway
-    static_configs: [{targets: [%q]}]
-  - job_name: fencegate-materializer
-    static_configs: [{targets: [%q]}]
-`, rules, gateway, materializer)
-	confPath := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	logPath := filepath.Join(dir, "prometheus.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+confPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	p := &promServer{base: "http://" + addr, log: logPath}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-		if t.Failed() {
-			raw, _ := os.ReadFile(logPath)
-			t.Logf("prometheus log:\n%s", raw)
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(p.base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		select {
-		case <-exited:
-			raw, _ := os.ReadFile(logPath)
-			t.Fatalf("prometheus exited:\n%s", raw)
-		case <-time.After(100 * time.Millisecond): // polling readiness, bounded by the deadline
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 30s")
-		}
-	}
-}
-
-type promSample struct {
-	Metric map[string]string `json:"metric"`
-	Value  []any             `json:"value"`
-	Values [][]any           `json:"values"`
-}
-
-func (p *promServer) api(t *testing.T, path string, params url.Values, out any) {
-	t.Helper()
-	resp, err := http.Get(p.base + path + "?" + params.Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var env struct {
-		Status string          `json:"status"`
-		Error  string          `json:"error"`
-		Data   json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil || env.Status != "success" {
-		t.Fatalf("prometheus %s %v: %s %v", path, params, raw, err)
-	}
-	if err := json.Unmarshal(env.Data, out); err != nil {
-		t.Fatalf("prometheus %s: %v", path, err)
-	}
-}
-
-func (p *promServer) query(t *testing.T, expr string) []promSample {
-	t.Helper()
-	var data struct {
-		Result []promSample `json:"result"`
-	}
-	p.api(t, "/api/v1/query", url.Values{"query": {expr}}, &data)
-	return data.Result
-}
-
-// rangeHasData runs expr as Grafana would over [from, to] and returns how
-// many series have at least one number (NaN, the answer of a quantile over
-// no events, is not data).
-func (p *promServer) rangeHasData(t *testing.T, expr string, from, to time.Time) int {
-	t.Helper()
-	var data struct {
-		Result []promSample `json:"result"`
-	}
-	p.api(t, "/api/v1/query_range", url.Values{"query": {expr}, "start": {unix(from)}, "end": {unix(to)}, "step": {"1"}}, &data)
-	n := 0
-	for _, s := range data.Result {
-		for _, v := range s.Values {
-			if f, err := strconv.ParseFloat(fmt.Sprint(v[1]), 64); err == nil && !math.IsNaN(f) {
-				n++
-				break
-			}
-		}
-	}
-	return n
-}
-
-func unix(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
-
-// waitFor polls expr until it returns a sample.
-func (p *promServer) waitFor(t *testing.T, timeout time.Duration, expr string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for len(p.query(t, expr)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v Prometheus still has no %s", timeout, expr)
-		}
-		time.Sleep(200 * time.Millisecond) // polling Prometheus, bounded by the deadline
-	}
-}
-
-type promAlert struct {
-	Labels   map[string]string `json:"labels"`
-	State    string            `json:"state"`
-	ActiveAt string            `json:"activeAt"`
-}
-
-func (p *promServer) alerts(t *testing.T) []promAlert {
-	t.Helper()
-	var data struct {
-		Alerts []promAlert `json:"alerts"`
-	}
-	p.api(t, "/api/v1/alerts", url.Values{}, &data)
-	return data.Alerts
-}
-
-// waitAlert polls the alerts API until name fires with labels.
-func (p *promServer) waitAlert(t *testing.T, timeout time.Duration, name string, labels map[string]string) promAlert {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, a := range p.alerts(t) {
-			if a.Labels["alertname"] != name || a.State != "firing" {
-				continue
-			}
-			match := true
-			for k, v := range labels {
-				match = match && a.Labels[k] == v
-			}
-			if match {
-				return a
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v not firing after %v; alerts: %+v", name, labels, timeout, p.alerts(t))
-		}
-		time.Sleep(200 * time.Millisecond) // polling Prometheus, bounded by the deadline
-	}
 }
 
 func seriesName(m map[string]string) string {
