@@ -6,12 +6,17 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/fencegate/fencegate/kafkaconn"
 )
 
 // Cluster is a running kfake cluster.
 type Cluster struct {
 	*kfake.Cluster
 	Brokers string
+	// Conn is how clients reach the cluster (PLAINTEXT unless started by
+	// StartTLS).
+	Conn kafkaconn.Config
 }
 
 // Start starts a one-broker kfake cluster with topic seeded with
@@ -24,5 +29,6 @@ func Start(t testing.TB, topic string, partitions int32, opts ...kfake.Opt) *Clu
 		t.Fatalf("kafkatest: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return &Cluster{Cluster: c, Brokers: strings.Join(c.ListenAddrs(), ",")}
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	return &Cluster{Cluster: c, Brokers: brokers, Conn: kafkaconn.Config{Brokers: brokers}}
 }
