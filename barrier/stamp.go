@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -16,6 +17,29 @@ type Stamp struct {
 	Batch   string
 	Seq     int
 	Barrier bool
+}
+
+// Headers encodes s as the fencegate headers of a record: lease, token
+// and owner on every record, batch and seq on data, the barrier flag on a
+// barrier. ReadStamp decodes them; the two are the one wire format of the
+// headers (FuzzStampRoundTrip).
+func (s Stamp) Headers() []kafka.Header {
+	hs := make([]kafka.Header, 3, 5)
+	hs[0] = kafka.Header{Key: HeaderLease, Value: []byte(s.Lease)}
+	hs[1] = kafka.Header{Key: HeaderToken, Value: strconv.AppendInt(nil, s.Token, 10)}
+	hs[2] = kafka.Header{Key: HeaderOwner, Value: []byte(s.Owner)}
+	if s.Barrier {
+		return append(hs, kafka.Header{Key: HeaderBarrier, Value: []byte("1")})
+	}
+	return append(hs, kafka.Header{Key: HeaderBatch, Value: []byte(s.Batch)},
+		kafka.Header{Key: HeaderSeq, Value: strconv.AppendInt(nil, int64(s.Seq), 10)})
+}
+
+// Reserved reports whether a header name belongs to fencegate: the
+// reserved prefix, in any case. Workers may not set such headers, and the
+// ledger keeps only the others.
+func Reserved(name string) bool {
+	return len(name) >= len(ReservedPrefix) && strings.EqualFold(name[:len(ReservedPrefix)], ReservedPrefix)
 }
 
 // ErrUnstamped: a record lacks the fencegate headers or they do not parse.

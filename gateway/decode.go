@@ -218,7 +218,7 @@ func decodeRecord(rb recordBody, lim Limits) (Record, *Error) {
 	}
 	size := len(key) + len(value)
 	for k, v := range rb.Headers {
-		if k == "" || strings.HasPrefix(strings.ToLower(k), barrier.ReservedPrefix) {
+		if k == "" || barrier.Reserved(k) {
 			return Record{}, errorf(CodeInvalidRequest, "header %q: empty names and the %q prefix are reserved", k, barrier.ReservedPrefix)
 		}
 		size += len(k) + len(v)

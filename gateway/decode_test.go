@@ -47,7 +47,7 @@ func checkAccepted(t *testing.T, req ProduceRequest, lim Limits) {
 	for _, r := range req.Records {
 		size := len(r.Key) + len(r.Value)
 		for k, v := range r.Headers {
-			if len(k) >= len(barrier.ReservedPrefix) && bytes.EqualFold([]byte(k[:len(barrier.ReservedPrefix)]), []byte(barrier.ReservedPrefix)) {
+			if barrier.Reserved(k) {
 				t.Fatalf("accepted reserved header %q", k)
 			}
 			size += len(k) + len(v)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -179,7 +178,9 @@ func (g *Gateway) writeBarrier(ctx context.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	rec := record{key: []byte(s.name), value: value, headers: append(stamp(s, "", 0), kafka.Header{Key: barrier.HeaderBarrier, Value: []byte("1")})}
+	st := s.stamp()
+	st.Barrier = true
+	rec := record{key: []byte(s.name), value: value, headers: st.Headers()}
 	if err := s.prod.p.BeginTransaction(); err != nil {
 		return kafkaError("begin barrier transaction", err)
 	}

@@ -3,15 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/fencegate/fencegate/barrier"
 )
 
 // Record is one record of a batch, decoded.
@@ -293,24 +290,11 @@ func (g *Gateway) stampAll(s *session, req ProduceRequest) []record {
 		for k, v := range r.Headers {
 			hs = append(hs, kafka.Header{Key: k, Value: []byte(v)})
 		}
-		out[i] = record{key: r.Key, value: r.Value, headers: append(hs, stamp(s, req.BatchID, i)...)}
+		st := s.stamp()
+		st.Batch, st.Seq = req.BatchID, i
+		out[i] = record{key: r.Key, value: r.Value, headers: append(hs, st.Headers()...)}
 	}
 	return out
-}
-
-// stamp returns the fencegate headers of record seq of batch (barriers use
-// an empty batch).
-func stamp(s *session, batch string, seq int) []kafka.Header {
-	hs := []kafka.Header{
-		{Key: barrier.HeaderLease, Value: []byte(s.name)},
-		{Key: barrier.HeaderToken, Value: []byte(strconv.FormatInt(s.token, 10))},
-		{Key: barrier.HeaderOwner, Value: []byte(s.owner)},
-	}
-	if batch != "" {
-		hs = append(hs, kafka.Header{Key: barrier.HeaderBatch, Value: []byte(batch)},
-			kafka.Header{Key: barrier.HeaderSeq, Value: []byte(strconv.Itoa(seq))})
-	}
-	return hs
 }
 
 // Renew extends the caller's lease in Postgres, then the local deadline

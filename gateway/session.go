@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
@@ -115,6 +116,12 @@ func (s *session) closeProducer() {
 		s.prod.close()
 		s.prod = nil
 	}
+}
+
+// stamp is what every record of this generation says in its fencegate
+// headers; a data record adds its batch and seq.
+func (s *session) stamp() barrier.Stamp {
+	return barrier.Stamp{Lease: s.name, Token: s.token, Owner: s.owner}
 }
 
 // rememberedBatches bounds the committed batch ids a session keeps for

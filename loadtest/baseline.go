@@ -237,12 +237,7 @@ func (r *runner) naiveBatch(p *kafka.Producer, w *naiveWorker) {
 	part, _ := r.stack.Router.Resolve(w.lease)
 	for i := range r.sc.BatchSize {
 		_ = p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part.Partition},
-			Value: []byte("naive"), Headers: []kafka.Header{
-				{Key: barrier.HeaderLease, Value: []byte(w.lease)},
-				{Key: barrier.HeaderToken, Value: []byte(strconv.FormatInt(w.token, 10))},
-				{Key: barrier.HeaderOwner, Value: []byte(w.id)},
-				{Key: barrier.HeaderBatch, Value: []byte(w.id)},
-				{Key: barrier.HeaderSeq, Value: []byte(strconv.Itoa(i))}}}, nil)
+			Value: []byte("naive"), Headers: barrier.Stamp{Lease: w.lease, Token: w.token, Owner: w.id, Batch: w.id, Seq: i}.Headers()}, nil)
 	}
 	p.Flush(10000)
 }

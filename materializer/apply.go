@@ -240,7 +240,7 @@ func (a *applyTx) send(ctx context.Context) error {
 func userHeaders(hs []kafka.Header) []byte {
 	m := map[string]string{}
 	for _, h := range hs {
-		if len(h.Key) < len(barrier.ReservedPrefix) || h.Key[:len(barrier.ReservedPrefix)] != barrier.ReservedPrefix {
+		if !barrier.Reserved(h.Key) {
 			m[h.Key] = string(h.Value)
 		}
 	}

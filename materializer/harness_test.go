@@ -67,7 +67,7 @@ func (b *testBundle) newMaterializer(mod func(*materializer.Config)) *materializ
 
 func (b *testBundle) newMaterializerOn(db *pgtest.DB, mod func(*materializer.Config)) *materializer.Materializer {
 	b.t.Helper()
-	cfg := materializer.Config{Brokers: b.kafka.Brokers, BarrierKey: key, PollTimeout: 20 * time.Millisecond}
+	cfg := materializer.Config{Kafka: b.kafka.Conn, BarrierKey: key, PollTimeout: 20 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -113,19 +113,13 @@ func (b *testBundle) write(partition int32, recs ...rec) int64 {
 	for _, r := range recs {
 		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: partition}, Value: []byte(fmt.Sprintf("%s/%d/%s/%d", r.lease, r.token, r.batch, r.seq))}
 		if !r.bare {
-			m.Headers = []kafka.Header{{Key: barrier.HeaderLease, Value: []byte(r.lease)},
-				{Key: barrier.HeaderToken, Value: []byte(strconv.FormatInt(r.token, 10))},
-				{Key: barrier.HeaderOwner, Value: []byte("o")}}
+			m.Headers = barrier.Stamp{Lease: r.lease, Token: r.token, Owner: "o", Batch: r.batch, Seq: r.seq, Barrier: r.barrier}.Headers()
 		}
 		if r.barrier {
-			m.Headers = append(m.Headers, kafka.Header{Key: barrier.HeaderBarrier, Value: []byte("1")})
 			m.Value = r.value
 			if m.Value == nil {
 				m.Value = b.seal(r.lease, r.token)
 			}
-		} else if !r.bare {
-			m.Headers = append(m.Headers, kafka.Header{Key: barrier.HeaderBatch, Value: []byte(r.batch)},
-				kafka.Header{Key: barrier.HeaderSeq, Value: []byte(strconv.Itoa(r.seq))})
 		}
 		if err := b.writer.Produce(m, dch); err != nil {
 			b.t.Fatal(err)

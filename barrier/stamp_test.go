@@ -1,0 +1,39 @@
+package barrier
+
+import "testing"
+
+// FuzzStampRoundTrip: the header codec is one wire format. A valid stamp
+// decodes to itself; an invalid one (no lease, token <= 0, a data record
+// without owner, batch or seq) is refused, never guessed.
+func FuzzStampRoundTrip(f *testing.F) {
+	f.Add("shard:1", int64(7), "o1", "b-1", 3, false)
+	f.Add("shard:1", int64(7), "o1", "", -1, true)
+	f.Add("", int64(1), "o", "b", 0, false)
+	f.Add("l", int64(0), "o", "b", 0, false)
+	f.Add("l", int64(9), "", "b", 0, false)
+	f.Fuzz(func(t *testing.T, lease string, token int64, owner, batch string, seq int, isBarrier bool) {
+		s := Stamp{Lease: lease, Token: token, Owner: owner, Batch: batch, Seq: seq, Barrier: isBarrier}
+		if isBarrier {
+			s.Batch, s.Seq = "", -1 // a barrier carries neither
+		}
+		valid := lease != "" && token > 0 && (isBarrier || owner != "" && batch != "" && seq >= 0)
+		got, err := ReadStamp(s.Headers())
+		switch {
+		case valid && err != nil:
+			t.Fatalf("valid stamp %+v refused: %v", s, err)
+		case valid && got != s:
+			t.Fatalf("round trip changed %+v into %+v", s, got)
+		case !valid && err == nil:
+			t.Fatalf("invalid stamp %+v accepted as %+v", s, got)
+		}
+	})
+}
+
+func TestReservedIgnoresCase(t *testing.T) {
+	for name, want := range map[string]bool{"fencegate-token": true, "FenceGate-X": true, "FENCEGATE-": true,
+		"fencegate": false, "x-fencegate-token": false, "": false, "app": false} {
+		if Reserved(name) != want {
+			t.Errorf("Reserved(%q) = %v, want %v", name, !want, want)
+		}
+	}
+}
