@@ -367,19 +367,21 @@ func (c *churner) failedHandovers(n int) {
 	}
 }
 
-// fenced has a frozen replica's session fenced by a takeover elsewhere.
+// fenced has a session fenced by a new generation on another replica (the
+// owner moves the lease with its token), then used with the old token.
 func (c *churner) fenced() {
 	c.n++
 	lease := fmt.Sprintf("shard:24%d", c.n)
-	old := c.other.mustAcquire(c.t, lease, "w-old", 500*time.Millisecond)
-	c.other.clock.freeze()
-	defer c.other.clock.frozen.Store(nil)
-	fresh := c.b.takeover(c.t, c.r, lease, "w-new")
-	if rep := c.other.produce(c.t, lease, "w-old", old, "zombie", 1); rep.code() != "fenced" {
-		c.t.Fatalf("frozen replica's produce after the takeover: %d %s", rep.status, rep.raw)
+	old := c.other.mustAcquire(c.t, lease, "w1", 30*time.Second)
+	moved := c.r.regenerate(c.t, lease, "w1", old, 30*time.Second)
+	if moved.status != http.StatusCreated {
+		c.t.Fatalf("moving the lease: %d %s", moved.status, moved.raw)
 	}
-	if rep := c.r.do(c.t, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=w-new&token=%d", lease, fresh), nil); rep.status != http.StatusNoContent {
-		c.t.Fatalf("release of the new owner: %d %s", rep.status, rep.raw)
+	if rep := c.other.produce(c.t, lease, "w1", old, "zombie", 1); rep.code() != "fenced" {
+		c.t.Fatalf("the old replica's produce after the move: %d %s", rep.status, rep.raw)
+	}
+	if rep := c.r.do(c.t, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=w1&token=%d", lease, moved.int("token")), nil); rep.status != http.StatusNoContent {
+		c.t.Fatalf("release: %d %s", rep.status, rep.raw)
 	}
 }
 

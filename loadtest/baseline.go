@@ -14,6 +14,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 	"github.com/fencegate/fencegate/verify"
@@ -38,9 +39,15 @@ func (r *runner) baselines(ctx context.Context, rep *Report) error {
 
 // newProducer returns a baseline producer (transactional when
 // transactionalID is set) whose generic events are drained.
-func newProducer(brokers, transactionalID string) (*kafka.Producer, error) {
-	cm := kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 1, "enable.metrics.push": false,
-		"go.logs.channel.enable": false, "go.delivery.report.fields": "none"}
+func newProducer(conn kafkaconn.Config, transactionalID string) (*kafka.Producer, error) {
+	cm, err := conn.ConfigMap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range (kafka.ConfigMap{"linger.ms": 1, "enable.metrics.push": false,
+		"go.logs.channel.enable": false, "go.delivery.report.fields": "none"}) {
+		cm[k] = v
+	}
 	if transactionalID != "" {
 		cm["transactional.id"] = transactionalID
 	}
@@ -87,7 +94,7 @@ func (r *runner) direct(ctx context.Context, rep *Report) error {
 }
 
 func (r *runner) directProducer(ctx context.Context, lease int, value []byte, records *atomic.Int64, hist *Histogram) error {
-	p, err := newProducer(r.stack.Brokers, fmt.Sprintf("loadtest-direct-%d", lease))
+	p, err := newProducer(r.stack.Kafka, fmt.Sprintf("loadtest-direct-%d", lease))
 	if err != nil {
 		return err
 	}
@@ -138,6 +145,9 @@ type naiveWorker struct {
 	token     int64
 	owned     atomic.Bool
 	freeze    atomic.Bool
+	// written is the highest token whose batch reached Kafka, shared by
+	// the workers of one lease.
+	written *atomic.Int64
 }
 
 // naive runs the check-then-write design under the same freeze injection
@@ -147,7 +157,7 @@ func (r *runner) naive(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	p, err := newProducer(r.stack.Brokers, "")
+	p, err := newProducer(r.stack.Kafka, "")
 	if err != nil {
 		return err
 	}
@@ -182,8 +192,9 @@ func (r *runner) naive(ctx context.Context, rep *Report) error {
 func (r *runner) naiveWorkers() []*naiveWorker {
 	var out []*naiveWorker
 	for l := range r.sc.Leases {
+		written := &atomic.Int64{}
 		for i := range max(r.sc.WorkersPerLease, 2) {
-			out = append(out, &naiveWorker{id: fmt.Sprintf("n%d-%d", l, i), lease: fmt.Sprintf("naive:%d", l)})
+			out = append(out, &naiveWorker{id: fmt.Sprintf("n%d-%d", l, i), lease: fmt.Sprintf("naive:%d", l), written: written})
 		}
 	}
 	return out
@@ -219,10 +230,10 @@ func (r *runner) naiveLoop(ctx context.Context, store *leasestore.Store, p *kafk
 		}
 		// ... then write: a freeze here is the incident.
 		if w.freeze.Swap(false) {
-			wait(ctx, r.sc.TTL+r.sc.TTL/2)
-			w.owned.Store(false)
+			r.naiveFrozen(ctx, w)
 		}
 		r.naiveBatch(p, w)
+		w.written.Store(max(w.written.Load(), w.token))
 		sent.Add(int64(r.sc.BatchSize))
 		pause := r.sc.TTL / 20
 		if r.sc.Rate > 0 {
@@ -230,6 +241,18 @@ func (r *runner) naiveLoop(ctx context.Context, store *leasestore.Store, p *kafk
 		}
 		wait(ctx, pause)
 	}
+}
+
+// naiveFrozen is the incident in the naive design: the worker checked its
+// lease, then freezes past its TTL until the next owner has written, and
+// writes anyway.
+func (r *runner) naiveFrozen(ctx context.Context, w *naiveWorker) {
+	wait(ctx, r.sc.TTL+r.sc.TTL/2)
+	deadline := time.Now().Add(3 * r.sc.TTL)
+	for ctx.Err() == nil && w.written.Load() <= w.token && time.Now().Before(deadline) {
+		wait(ctx, r.sc.TTL/10)
+	}
+	w.owned.Store(false)
 }
 
 func (r *runner) naiveBatch(p *kafka.Producer, w *naiveWorker) {
@@ -247,7 +270,7 @@ func (r *runner) naiveBatch(p *kafka.Producer, w *naiveWorker) {
 // owner after its successor started.
 func (r *runner) countNaiveStale() (stale, total int64, err error) {
 	for part := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Brokers, NaiveTopic, part, 60*time.Second, nil)
+		recs, err := verify.ReadPartition(r.stack.Kafka, NaiveTopic, part, 60*time.Second)
 		if err != nil {
 			return 0, 0, err
 		}
