@@ -28,6 +28,7 @@ const (
 	CodePayloadTooLarge  Code = "payload_too_large"
 	CodeKafkaUnavailable Code = "kafka_unavailable"
 	CodeStoreUnavailable Code = "store_unavailable"
+	CodeDraining         Code = "draining"
 	CodeInternal         Code = "internal"
 )
 
@@ -48,7 +49,7 @@ func statusOf(c Code) int {
 		return http.StatusRequestEntityTooLarge
 	case CodeMisdirected:
 		return http.StatusMisdirectedRequest
-	case CodeKafkaUnavailable, CodeStoreUnavailable, CodeBatchAborted:
+	case CodeKafkaUnavailable, CodeStoreUnavailable, CodeBatchAborted, CodeDraining:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -31,6 +32,7 @@ type LeaseStore interface {
 	Events(ctx context.Context, name string, limit int) ([]leasestore.Event, error)
 	Ping(ctx context.Context) error
 	Heartbeat(ctx context.Context, replica, url string) error
+	Deregister(ctx context.Context, replica string) error
 	Replica(ctx context.Context, replica string, fresh time.Duration) (string, bool, error)
 }
 
@@ -159,6 +161,9 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	// draining: the replica is stopping (Drain); no new acquire, batch or
+	// renewal is admitted.
+	draining atomic.Bool
 
 	closers sync.WaitGroup // producers being closed in the background
 	stop    chan struct{}
@@ -211,8 +216,12 @@ func (g *Gateway) Close() {
 	})
 }
 
-// Ready checks that Postgres and Kafka answer.
+// Ready checks that Postgres and Kafka answer and the replica is not
+// draining.
 func (g *Gateway) Ready(ctx context.Context) error {
+	if g.draining.Load() {
+		return errDraining()
+	}
 	if err := g.store.Ping(ctx); err != nil {
 		return err
 	}
@@ -320,7 +329,7 @@ func (g *Gateway) reapLoop() {
 
 // heartbeat registers this replica's address (routing only).
 func (g *Gateway) heartbeat() {
-	if g.cfg.AdvertiseURL == "" {
+	if g.cfg.AdvertiseURL == "" || g.draining.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.HeartbeatEvery)

@@ -53,6 +53,9 @@ func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	ctx, span := g.tracer.Start(ctx, "fencegate.acquire", trace.WithAttributes(attrLease.String(req.Name)))
 	defer span.End()
 	start, began := g.cfg.Now(), time.Now()
+	if g.draining.Load() {
+		return Grant{}, spanError(span, errDraining())
+	}
 	place, err := g.router.Resolve(req.Name)
 	if err != nil {
 		return Grant{}, spanError(span, err)

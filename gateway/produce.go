@@ -56,6 +56,9 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 	if s == nil {
 		return ProduceResult{}, g.refused(req, 0, 0, g.notHolder(ctx, req.Name))
 	}
+	if g.draining.Load() {
+		return ProduceResult{}, drainedError(req.Name)
+	}
 	trace.SpanFromContext(ctx).SetAttributes(attrEpoch.Int64(int64(s.epoch)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -320,6 +323,9 @@ func (g *Gateway) renew(ctx context.Context, name, owner string, token int64, tt
 	s := g.session(name)
 	if s == nil {
 		return RenewResult{}, g.notHolder(ctx, name)
+	}
+	if g.draining.Load() {
+		return RenewResult{}, drainedError(name)
 	}
 	if err := s.admit(owner, token, start); err != nil {
 		return RenewResult{}, err

@@ -93,6 +93,14 @@ func (s *Store) Heartbeat(ctx context.Context, replica, url string) error {
 	return nil
 }
 
+// Deregister removes replica from the registry (graceful drain).
+func (s *Store) Deregister(ctx context.Context, replica string) error {
+	if _, err := s.pool.Exec(ctx, qDeregister, replica); err != nil {
+		return unavailable("deregister", err)
+	}
+	return nil
+}
+
 // Replica returns the address of replica and whether it heartbeated within
 // fresh; ErrNotFound when it never registered.
 func (s *Store) Replica(ctx context.Context, replica string, fresh time.Duration) (url string, alive bool, err error) {

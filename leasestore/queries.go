@@ -213,6 +213,12 @@ const qHeartbeat = `
 INSERT INTO replicas (name, url, heartbeat_at) VALUES ($1, $2, clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, heartbeat_at = EXCLUDED.heartbeat_at`
 
+// qDeregister removes a draining replica from the registry, so that other
+// replicas answer not_holder for its leases at once instead of sending
+// workers to an address about to close. Routing only: lease rows keep
+// their holder (a name), and nothing safety-related reads this table.
+const qDeregister = `DELETE FROM replicas WHERE name = $1`
+
 // qReplica reads a replica's address and whether it heartbeated within
 // the given number of milliseconds (database time).
 const qReplica = `
