@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
+	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
@@ -38,11 +40,13 @@ const (
 // TestPrometheusSeesTheFirstIncident runs the gateway and the materializer
 // as the binary does, scraped every second by a real Prometheus (Debian's,
 // installed by deploy/dev/prom.sh) loaded with the shipped alert rules.
-// During a short run with a steady worker it injects one header-less record
-// straight into the lease topic and one stale write, and checks what an
-// operator would: the page fires for the first refused record, the ticket
-// for the stale write, every dashboard query returns data, and every metric
-// the dashboard and the rules name is exported.
+// During a short run with a steady worker it makes one stale write through
+// the gateway, injects one header-less record straight into the lease
+// topic, then one stale record, and checks what an operator would: the
+// ticket fires for the refused stale write, the page for the first refused
+// record, both pages for the stale record in Kafka, every dashboard query
+// returns data, and every metric the dashboard and the rules name is
+// exported.
 func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewEmpty(t)
@@ -155,7 +159,11 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 	// TTL 2 s: a handover may take half the TTL, and under -race on two
 	// shared cores InitTransactions alone can take longer than 150 ms.
 	old := w.acquire(t, "shard:2", "former", 2000)
-	if st, body := w.do("POST", "/v1/leases/shard:2/records", produceBody("former", old, "f1", 3)); st != http.StatusOK {
+	st, body := w.do("POST", "/v1/leases/shard:2/records", produceBody("former", old, "f1", 3))
+	var first struct {
+		Partition int32 `json:"partition"`
+	}
+	if st != http.StatusOK || json.Unmarshal(body, &first) != nil {
 		t.Fatalf("former owner's first batch: %d %s", st, body)
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -170,7 +178,7 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling for the lease to expire, bounded by the deadline
 	}
 	staleAt := time.Now()
-	st, body := w.do("POST", "/v1/leases/shard:2/records", produceBody("former", old, "f2", 3))
+	st, body = w.do("POST", "/v1/leases/shard:2/records", produceBody("former", old, "f2", 3))
 	if st != http.StatusConflict {
 		t.Fatalf("stale write: %d %s, want 409", st, body)
 	}
@@ -178,7 +186,7 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 
 	// The refused record: no fencegate headers, written around the gateway.
 	injectAt := time.Now()
-	inject(t, k.Brokers, "shard-output", 3)
+	inject(t, k.Brokers, "shard-output", 3, nil)
 
 	page := prom.WaitAlert(60*time.Second, "FencegateLedgerRefusedRecord", map[string]string{"verdict": "malformed"})
 	pageAfter := time.Since(injectAt)
@@ -186,14 +194,28 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 	ticketAfter := time.Since(staleAt)
 	t.Logf("FencegateLedgerRefusedRecord (page) firing %.1fs after the injected record (active since %s): %v",
 		pageAfter.Seconds(), page.ActiveAt, page.Labels)
-	t.Logf("FencegateStaleWriteRefused (ticket) firing %.1fs after the stale write: %v", ticketAfter.Seconds(), ticket.Labels)
+	t.Logf("FencegateStaleWriteRefused (ticket) firing %.1fs after the stale write (at most: polled after the page): %v", ticketAfter.Seconds(), ticket.Labels)
+
+	// A stale record that reaches Kafka: the former owner's token on the
+	// lease's partition, after the successor's barrier, written around
+	// the gateway (as a producer holding the transactional id outside it
+	// would). The ledger refuses it as stale and both pages fire.
+	staleKafkaAt := time.Now()
+	inject(t, k.Brokers, "shard-output", first.Partition, map[string]string{barrier.HeaderLease: "shard:2",
+		barrier.HeaderToken: strconv.FormatInt(old, 10), barrier.HeaderOwner: "former",
+		barrier.HeaderBatch: "f3", barrier.HeaderSeq: "0"})
+	inKafka := prom.WaitAlert(60*time.Second, "FencegateStaleWriteInKafka", map[string]string{"verdict": "stale"})
+	prom.WaitAlert(60*time.Second, "FencegateLedgerRefusedRecord", map[string]string{"verdict": "stale"})
+	t.Logf("FencegateStaleWriteInKafka (page) firing %.1fs after the stale record reached Kafka: %v",
+		time.Since(staleKafkaAt).Seconds(), inKafka.Labels)
 	for _, a := range prom.Alerts() {
 		t.Logf("alert %s %s %v", a.Labels["alertname"], a.State, a.Labels)
-		if a.Labels["alertname"] == "FencegateStaleWriteRefused" || a.Labels["alertname"] == "FencegateLedgerRefusedRecord" {
+		switch a.Labels["alertname"] {
+		case "FencegateStaleWriteRefused", "FencegateLedgerRefusedRecord", "FencegateStaleWriteInKafka":
 			continue
 		}
-		if a.Labels["alertname"] == "FencegateStaleWriteInKafka" || a.Labels["alertname"] == "FencegateProducerFenced" {
-			t.Errorf("%s fired, but nothing stale reached Kafka and no producer was fenced: %v", a.Labels["alertname"], a.Labels)
+		if a.Labels["alertname"] == "FencegateProducerFenced" {
+			t.Errorf("%s fired, but no producer was fenced: %v", a.Labels["alertname"], a.Labels)
 		}
 	}
 
@@ -320,9 +342,9 @@ func produceBody(owner string, token int64, batch string, n int) map[string]any 
 	return map[string]any{"owner_id": owner, "token": token, "batch_id": batch, "records": recs}
 }
 
-// inject writes one record without fencegate headers straight to the
-// topic, as a producer that bypassed the gateway would.
-func inject(t *testing.T, brokers, topic string, partition int32) {
+// inject writes one record with headers (none: a header-less record)
+// straight to the topic, as a producer that bypassed the gateway would.
+func inject(t *testing.T, brokers, topic string, partition int32, headers map[string]string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -332,7 +354,11 @@ func inject(t *testing.T, brokers, topic string, partition int32) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: partition, Value: []byte("no headers")}).FirstErr(); err != nil {
+	rec := &kgo.Record{Topic: topic, Partition: partition, Value: []byte("written around the gateway")}
+	for k, v := range headers {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 }
