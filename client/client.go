@@ -237,22 +237,65 @@ func (l *Lease) renew() error {
 	}
 	err = l.c.call(ctx, l.baseURL(), "PATCH", "/v1/leases/"+url.PathEscape(l.name),
 		map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "ttl_ms": l.c.cfg.TTL.Milliseconds()}, &out)
-	var p *Problem
-	switch {
-	case err == nil:
+	if err == nil {
 		l.mu.Lock()
 		l.deadline = start.Add(l.c.cfg.TTL)
 		l.mu.Unlock()
 		return nil
-	case errors.As(err, &p) && p.Code == "misdirected" && p.HolderURL != "":
-		l.mu.Lock()
-		l.base = p.HolderURL
-		l.mu.Unlock()
-		return err
-	case errors.As(err, &p) && p.Status == http.StatusConflict:
+	}
+	switch reactionTo(err) {
+	case regenerate:
+		// The session is gone from that replica (drain, restart) or its
+		// generation ended: a new generation with the current token is
+		// also a renewal.
+		return l.acquire(ctx, token)
+	case follow:
+		l.follow(err)
+	case lost:
 		return l.markLost(err)
 	}
 	return err // transient: the local deadline decides
+}
+
+// reaction is what a worker does about an error reply; renewal and produce
+// share it, so they agree on what means lost and what means "ask for a
+// new generation".
+type reaction int
+
+const (
+	transient  reaction = iota // try again later; the local deadline decides
+	lost                       // lease_lost, fenced: stop writing
+	regenerate                 // generation_ended, not_holder: new generation with the current token
+	follow                     // misdirected: resend to holder_url
+	retry                      // batch_aborted: nothing written, retry the same batch id
+)
+
+func reactionTo(err error) reaction {
+	var p *Problem
+	if !errors.As(err, &p) {
+		return transient
+	}
+	switch {
+	case p.Code == "lease_lost", p.Code == "fenced":
+		return lost
+	case p.Code == "generation_ended", p.Code == "not_holder":
+		return regenerate
+	case p.Code == "misdirected" && p.HolderURL != "":
+		return follow
+	case p.Code == "batch_aborted":
+		return retry
+	}
+	return transient
+}
+
+// follow sends the lease's next requests to the holder a 421 named.
+func (l *Lease) follow(err error) {
+	var p *Problem
+	if errors.As(err, &p) {
+		l.mu.Lock()
+		l.base = p.HolderURL
+		l.mu.Unlock()
+	}
 }
 
 // Record is one record to produce; nil Key or Value are absent.
@@ -310,22 +353,13 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 // recover prepares one retry: a new generation after an ambiguous commit
 // or a lost session on this replica, or the holder's address after a 421.
 func (l *Lease) recover(ctx context.Context, err error, token int64) bool {
-	var p *Problem
-	if !errors.As(err, &p) {
-		return false
-	}
-	switch p.Code {
-	case "generation_ended", "not_holder":
+	switch reactionTo(err) {
+	case regenerate:
 		return l.acquire(ctx, token) == nil
-	case "misdirected":
-		if p.HolderURL == "" {
-			return false
-		}
-		l.mu.Lock()
-		l.base = p.HolderURL
-		l.mu.Unlock()
+	case follow:
+		l.follow(err)
 		return true
-	case "batch_aborted":
+	case retry:
 		return true
 	}
 	return false
@@ -333,8 +367,7 @@ func (l *Lease) recover(ctx context.Context, err error, token int64) bool {
 
 // classify marks the lease lost on the codes that say so.
 func (l *Lease) classify(err error) error {
-	var p *Problem
-	if errors.As(err, &p) && (p.Code == "lease_lost" || p.Code == "fenced") {
+	if reactionTo(err) == lost {
 		return l.markLost(err)
 	}
 	return err

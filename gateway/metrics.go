@@ -38,7 +38,23 @@ var batchOutcomes = []string{outcomeCommitted, outcomeStaleToken, outcomeFencedO
 
 // renewOutcomes are the outcomes Renew counts, present at 0 from the start
 // for the same reason.
-var renewOutcomes = []string{"ok", "lost", "unavailable"}
+var renewOutcomes = []string{"ok", "lost", "misrouted", "unavailable"}
+
+// renewOutcome names the outcome of a renewal: a renewal sent to a replica
+// without the session (misdirected, not_holder: routing after a restart or
+// a drain) is misrouted, not lost.
+func renewOutcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	switch toError(err).Code {
+	case CodeStoreUnavailable:
+		return "unavailable"
+	case CodeMisdirected, CodeNotHolder:
+		return outcomeMisrouted
+	}
+	return "lost"
+}
 
 // Attribute keys shared by metrics, spans and logs.
 const (
@@ -104,7 +120,7 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 	})
 	try(func() (e error) {
 		x.renewals, e = m.Int64Counter("fencegate.renewals", metric.WithUnit("{renewal}"),
-			metric.WithDescription("Lease renewals by outcome (ok, lost, unavailable)."))
+			metric.WithDescription("Lease renewals by outcome (ok, lost, misrouted, unavailable)."))
 		return
 	})
 	try(func() (e error) {

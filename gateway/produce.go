@@ -307,14 +307,7 @@ func (g *Gateway) Renew(ctx context.Context, name, owner string, token int64, tt
 	ctx, span := g.tracer.Start(ctx, "fencegate.renew", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
 	defer span.End()
 	res, err := g.renew(ctx, name, owner, token, ttl)
-	outcome := "ok"
-	if err != nil {
-		outcome = "lost"
-		if toError(err).Code == CodeStoreUnavailable {
-			outcome = "unavailable"
-		}
-	}
-	g.met.renewals.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	g.met.renewals.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", renewOutcome(err))))
 	return res, spanError(span, err)
 }
 
