@@ -57,15 +57,23 @@ var (
 	ErrBadSignature = errors.New("barrier signature does not verify")
 )
 
-// Signer signs and verifies barriers with one HMAC-SHA256 key.
-type Signer struct{ key []byte }
+// Signer signs barriers with one HMAC-SHA256 key and verifies them with
+// that key or any previous one (key rotation: readers learn the new key
+// before writers sign with it, and keep the old one until no barrier they
+// may still read carries it).
+type Signer struct{ keys [][]byte }
 
-// NewSigner returns a Signer; the key must be at least MinKeyLen bytes.
-func NewSigner(key []byte) (*Signer, error) {
-	if len(key) < MinKeyLen {
-		return nil, fmt.Errorf("barrier key must be at least %d bytes, got %d", MinKeyLen, len(key))
+// NewSigner returns a Signer that signs with key and verifies with key or
+// any of previous; every key must be at least MinKeyLen bytes.
+func NewSigner(key []byte, previous ...[]byte) (*Signer, error) {
+	s := &Signer{}
+	for i, k := range append([][]byte{key}, previous...) {
+		if len(k) < MinKeyLen {
+			return nil, fmt.Errorf("barrier key %d must be at least %d bytes, got %d", i+1, MinKeyLen, len(k))
+		}
+		s.keys = append(s.keys, append([]byte(nil), k...))
 	}
-	return &Signer{key: append([]byte(nil), key...)}, nil
+	return s, nil
 }
 
 // Seal returns the record value of a barrier for g.
@@ -74,7 +82,7 @@ func (s *Signer) Seal(g Grant) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(envelope{Grant: body, Signature: s.sign(body)})
+	return json.Marshal(envelope{Grant: body, Signature: sign(s.keys[0], body)})
 }
 
 // Open verifies a barrier record value and returns its grant. It does not
@@ -85,8 +93,14 @@ func (s *Signer) Open(value []byte) (Grant, error) {
 	if err := json.Unmarshal(value, &env); err != nil || len(env.Grant) == 0 {
 		return Grant{}, ErrMalformed
 	}
-	want := s.sign(env.Grant)
-	if !hmac.Equal([]byte(want), []byte(env.Signature)) {
+	ok := false
+	for _, k := range s.keys {
+		// Every key is tried: no early exit that times which one signed.
+		if hmac.Equal([]byte(sign(k, env.Grant)), []byte(env.Signature)) {
+			ok = true
+		}
+	}
+	if !ok {
 		return Grant{}, ErrBadSignature
 	}
 	var g Grant
@@ -96,8 +110,8 @@ func (s *Signer) Open(value []byte) (Grant, error) {
 	return g, nil
 }
 
-func (s *Signer) sign(body []byte) string {
-	m := hmac.New(sha256.New, s.key)
+func sign(key, body []byte) string {
+	m := hmac.New(sha256.New, key)
 	m.Write(body)
 	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }

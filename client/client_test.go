@@ -28,7 +28,7 @@ func startGateway(t *testing.T) string {
 	}
 	router, _ := txnmap.NewRouter("t", []txnmap.Route{{Pattern: "shard:*", Topic: "shard-output", Partitions: 16}})
 	auth, _ := gateway.NewAuthenticator([]gateway.Client{{Name: "w", TokenSHA256: gateway.HashToken("tok"), Allow: []string{"*"}}})
-	g, err := gateway.New(store, router, gateway.Config{Kafka: gateway.KafkaConfig{Brokers: k.Brokers},
+	g, err := gateway.New(store, router, gateway.Config{Kafka: gateway.KafkaConfig{Config: k.Conn},
 		BarrierKey: []byte("client test barrier key"), ReapInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

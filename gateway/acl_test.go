@@ -62,9 +62,9 @@ func TestFM16_OnlyGatewayPrincipalWrites(t *testing.T) {
 	}
 	workerInitTransactions(t, b.kafka.Brokers, "fencegate/test/shard:16")
 	workerProduce(t, b.kafka.Brokers, b.partitionOf("shard:16"))
-	recs, err := verify.ReadPartition(b.kafka.Brokers, topic, b.partitionOf("shard:16"), 30*time.Second,
-		kafka.ConfigMap{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": scram,
-			"sasl.username": "admin", "sasl.password": "admin-secret"})
+	admin := b.kafka.Conn
+	admin.SASLMechanism, admin.SASLUser, admin.SASLPassword = scram, "admin", "admin-secret"
+	recs, err := verify.ReadPartition(admin, topic, b.partitionOf("shard:16"), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

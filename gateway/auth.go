@@ -5,18 +5,25 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/fencegate/fencegate/txnmap"
 )
 
-// Client is a worker identity: a bearer token (stored as its SHA-256) and
-// the lease-name patterns it may take and write.
+// Client is a worker identity: a bearer token (stored as its SHA-256)
+// and/or the common name of a TLS client certificate, and the lease-name
+// patterns it may take, write and read.
 type Client struct {
-	Name        string   `yaml:"name"`
-	TokenSHA256 string   `yaml:"token_sha256"`
-	Allow       []string `yaml:"allow"`
-	hash        []byte
+	Name        string `yaml:"name"`
+	TokenSHA256 string `yaml:"token_sha256"`
+	// CertificateCN names this client's TLS client certificate: with
+	// mutual TLS on (--tls-client-ca), a request without a bearer token
+	// whose verified certificate has this subject common name is this
+	// client.
+	CertificateCN string   `yaml:"certificate_cn"`
+	Allow         []string `yaml:"allow"`
+	hash          []byte
 }
 
 // Authenticator checks bearer tokens against configured clients.
@@ -27,15 +34,24 @@ type Authenticator struct {
 // NewAuthenticator validates the clients' hashes and patterns.
 func NewAuthenticator(clients []Client) (*Authenticator, error) {
 	out := make([]Client, len(clients))
+	cns := map[string]bool{}
 	for i, c := range clients {
-		h, err := hex.DecodeString(c.TokenSHA256)
-		if err != nil || len(h) != sha256.Size {
-			return nil, fmt.Errorf("client %q: token_sha256 must be 64 hex digits", c.Name)
-		}
 		if c.Name == "" {
 			return nil, fmt.Errorf("client %d: empty name", i)
 		}
-		c.hash = h
+		if c.TokenSHA256 != "" || c.CertificateCN == "" {
+			h, err := hex.DecodeString(c.TokenSHA256)
+			if err != nil || len(h) != sha256.Size {
+				return nil, fmt.Errorf("client %q: token_sha256 must be 64 hex digits (or give certificate_cn only)", c.Name)
+			}
+			c.hash = h
+		}
+		if c.CertificateCN != "" {
+			if cns[c.CertificateCN] {
+				return nil, fmt.Errorf("client %q: certificate_cn %q names another client too", c.Name, c.CertificateCN)
+			}
+			cns[c.CertificateCN] = true
+		}
 		out[i] = c
 	}
 	return &Authenticator{clients: out}, nil
@@ -45,6 +61,24 @@ func NewAuthenticator(clients []Client) (*Authenticator, error) {
 func HashToken(token string) string {
 	h := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(h[:])
+}
+
+// authenticateRequest returns the client of a request: by its bearer token
+// when it has an Authorization header, else by the common name of its
+// verified TLS client certificate.
+func (a *Authenticator) authenticateRequest(r *http.Request) (*Client, *Error) {
+	if h := r.Header.Get("Authorization"); h != "" || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return a.authenticate(h)
+	}
+	// VerifiedChains is set only when the server verified the certificate
+	// against --tls-client-ca: an unverified certificate names no one.
+	cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+	for i := range a.clients {
+		if cn != "" && a.clients[i].CertificateCN == cn {
+			return &a.clients[i], nil
+		}
+	}
+	return nil, errorf(CodeUnauthorized, "no bearer token, and no client has certificate_cn %q", cn)
 }
 
 // authenticate returns the client of an Authorization header value.
@@ -57,7 +91,7 @@ func (a *Authenticator) authenticate(header string) (*Client, *Error) {
 	var found *Client
 	for i := range a.clients {
 		// Compare every client in constant time; no early exit on a match.
-		if subtle.ConstantTimeCompare(sum[:], a.clients[i].hash) == 1 {
+		if a.clients[i].hash != nil && subtle.ConstantTimeCompare(sum[:], a.clients[i].hash) == 1 {
 			found = &a.clients[i]
 		}
 	}

@@ -55,13 +55,15 @@ type encoded struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// readBody reads at most limit bytes; more is 413. A declared length
-// sizes the buffer once (bodies are large: 100 KiB batches are common).
+// readBody reads at most limit bytes; more is 413. A declared length above
+// the limit is refused before reading. The buffer grows with the bytes that
+// arrive, never with the declared length: a client that declares 16 MiB
+// and sends a few bytes holds a few bytes (at most firstBuffer up front).
 func readBody(r io.Reader, declared int64, limit int) ([]byte, *Error) {
 	if declared > int64(limit) {
 		return nil, errorf(CodePayloadTooLarge, "request body exceeds %d bytes", limit)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, max(declared, 512)+1))
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(declared, 512), firstBuffer)+1))
 	_, err := buf.ReadFrom(io.LimitReader(r, int64(limit)+1))
 	b := buf.Bytes()
 	if err != nil {
@@ -72,6 +74,10 @@ func readBody(r io.Reader, declared int64, limit int) ([]byte, *Error) {
 	}
 	return b, nil
 }
+
+// firstBuffer is the most readBody allocates before bytes arrive; 64 KiB
+// holds a typical batch in one read, larger bodies grow by doubling.
+const firstBuffer = 64 << 10
 
 // strictJSON decodes exactly one JSON object into v, refusing unknown
 // fields and trailing data.

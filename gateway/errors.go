@@ -26,6 +26,7 @@ const (
 	CodeGenerationEnded  Code = "generation_ended"
 	CodeBatchAborted     Code = "batch_aborted"
 	CodePayloadTooLarge  Code = "payload_too_large"
+	CodeTooManyRequests  Code = "too_many_requests"
 	CodeKafkaUnavailable Code = "kafka_unavailable"
 	CodeStoreUnavailable Code = "store_unavailable"
 	CodeDraining         Code = "draining"
@@ -47,6 +48,8 @@ func statusOf(c Code) int {
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case CodeTooManyRequests:
+		return http.StatusTooManyRequests
 	case CodeMisdirected:
 		return http.StatusMisdirectedRequest
 	case CodeKafkaUnavailable, CodeStoreUnavailable, CodeBatchAborted, CodeDraining:

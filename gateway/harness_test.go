@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,7 +108,7 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 		Replica:        fmt.Sprintf("replica-%d", b.replica),
 		AdvertiseURL:   "http://" + srv.Listener.Addr().String(),
 		HeartbeatEvery: 200 * time.Millisecond,
-		Kafka:          gateway.KafkaConfig{Brokers: b.kafka.Brokers, TransactionTimeoutMS: 10000},
+		Kafka:          gateway.KafkaConfig{Config: b.kafka.Conn, TransactionTimeoutMS: 10000},
 		BarrierKey:     barrierKey,
 		CommitTimeout:  5 * time.Second,
 		ReapInterval:   50 * time.Millisecond,
@@ -268,7 +267,7 @@ func (b *testBundle) partitionOf(name string) int32 {
 // read returns the committed records of a lease's partition.
 func (b *testBundle) read(t testing.TB, name string) []verify.Record {
 	t.Helper()
-	recs, err := verify.ReadPartition(b.kafka.Brokers, topic, b.partitionOf(name), 30*time.Second, nil)
+	recs, err := verify.ReadPartition(b.kafka.Conn, topic, b.partitionOf(name), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +283,7 @@ func (b *testBundle) checkInvariants(t testing.TB, name string, log *ackLog) []v
 	for _, v := range verify.NoStaleWrite(recs) {
 		t.Errorf("%s", v)
 	}
-	whole, err := verify.ReadLog(strings.Split(b.kafka.Brokers, ","), topic, b.partitionOf(name), 30*time.Second)
+	whole, err := verify.ReadLog(b.kafka.Conn, topic, b.partitionOf(name), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

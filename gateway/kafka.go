@@ -4,31 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fencegate/fencegate/kafkaconn"
 )
 
-// KafkaConfig says how the gateway reaches Kafka.
+// KafkaConfig says how the gateway reaches Kafka: the connection shared
+// with every other client of the project (brokers, TLS, SASL) and the
+// producers' own settings.
 type KafkaConfig struct {
-	// Brokers is the bootstrap list, "host:port,host:port".
-	Brokers string
-	// SASLMechanism ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), empty for none.
-	SASLMechanism string
-	SASLUser      string
-	SASLPassword  string
+	kafkaconn.Config
 	// TransactionTimeoutMS is transaction.timeout.ms of every producer; keep
 	// it below the lease TTL budget (default 10000).
 	TransactionTimeoutMS int
-	// Extra librdkafka properties for producers (e.g. TLS settings).
+	// Extra librdkafka properties for producers, set last; the
+	// connection's security properties cannot be overridden here.
 	Extra map[string]string
 }
 
 func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, error) {
-	cm := &kafka.ConfigMap{
-		"bootstrap.servers":      c.Brokers,
+	cm, err := c.ConfigMap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range (kafka.ConfigMap{
 		"transactional.id":       transactionalID,
 		"transaction.timeout.ms": c.TransactionTimeoutMS,
 		"enable.idempotence":     true,
@@ -46,23 +50,23 @@ func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, e
 		// Delivery reports carry only the partition and offset back into
 		// Go; copying keys, values and headers back doubles the cgo work.
 		"go.delivery.report.fields": "none",
+	}) {
+		cm[k] = v
 	}
-	if err := c.applyAuth(cm); err != nil {
+	if err := c.applyExtra(cm); err != nil {
 		return nil, err
 	}
-	return cm, nil
+	return &cm, nil
 }
 
-func (c KafkaConfig) applyAuth(cm *kafka.ConfigMap) error {
-	if c.SASLMechanism != "" {
-		for k, v := range map[string]string{"security.protocol": "SASL_PLAINTEXT",
-			"sasl.mechanism": c.SASLMechanism, "sasl.username": c.SASLUser, "sasl.password": c.SASLPassword} {
-			if err := cm.SetKey(k, v); err != nil {
-				return err
-			}
-		}
-	}
+// applyExtra sets the Extra properties. Security properties are refused:
+// a TLS or SASL setting lives in kafkaconn.Config, where every client of
+// the project reads it, and cannot be weakened for producers alone.
+func (c KafkaConfig) applyExtra(cm kafka.ConfigMap) error {
 	for k, v := range c.Extra {
+		if strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "sasl.") || k == "security.protocol" || k == "bootstrap.servers" {
+			return fmt.Errorf("gateway: Kafka.Extra may not set %q; use the connection settings", k)
+		}
 		if err := cm.SetKey(k, v); err != nil {
 			return err
 		}
@@ -217,19 +221,20 @@ var epochBumping = map[kafka.ErrorCode]bool{
 // not expose them) and readiness. It uses one shared franz-go client for
 // these read-only admin requests; every write goes through librdkafka.
 type inspector struct {
-	cl *kgo.Client
+	cl   *kgo.Client
+	conn kafkaconn.Config
 }
 
 func newInspector(cfg KafkaConfig) (*inspector, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(splitBrokers(cfg.Brokers)...)}
-	if m := saslMechanism(cfg); m != nil {
-		opts = append(opts, kgo.SASL(m))
+	opts, err := cfg.KgoOpts()
+	if err != nil {
+		return nil, err
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &inspector{cl: cl}, nil
+	return &inspector{cl: cl, conn: cfg.Config}, nil
 }
 
 // producerIdentity returns the producer id and epoch the coordinator holds
@@ -257,23 +262,10 @@ func (in *inspector) producerIdentity(ctx context.Context, transactionalID strin
 func (in *inspector) ping(ctx context.Context) error {
 	req := kmsg.NewPtrMetadataRequest()
 	if _, err := req.RequestWith(ctx, in.cl); err != nil {
-		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, err)
+		// A refused TLS or SASL handshake says which setting to check.
+		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, in.conn.Explain(err))
 	}
 	return nil
 }
 
 func (in *inspector) close() { in.cl.Close() }
-
-func splitBrokers(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
-}

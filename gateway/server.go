@@ -20,10 +20,11 @@ import (
 
 // Server is the v1 HTTP API (docs/api.md) over a Gateway.
 type Server struct {
-	g    *Gateway
-	auth *Authenticator
-	e    *echo.Echo
-	log  *slog.Logger
+	g     *Gateway
+	auth  *Authenticator
+	e     *echo.Echo
+	log   *slog.Logger
+	limit *limiter
 }
 
 const clientKey = "fencegate.client"
@@ -32,14 +33,17 @@ const clientKey = "fencegate.client"
 func NewServer(g *Gateway, auth *Authenticator) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	s := &Server{g: g, auth: auth, e: e, log: g.log}
+	s := &Server{g: g, auth: auth, e: e, log: g.log, limit: newLimiter(ServerConfig{})}
 	e.HTTPErrorHandler = s.handleError
 	// A panic in a handler answers 500 problem+json and harms no session:
 	// every session state change happens under its own locks.
 	e.Use(middleware.Recover(), s.measure)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	v1 := e.Group("/v1", s.authenticate)
+	// The total cap comes before authentication so that a flood of
+	// requests with bad tokens cannot starve good ones of CPU either; the
+	// per-client cap after it, by the authenticated name.
+	v1 := e.Group("/v1", s.limitTotal, s.authenticate, s.limitClient)
 	v1.POST("/leases", s.acquire)
 	v1.GET("/leases", s.list)
 	v1.GET("/leases/:name", s.get)
@@ -47,6 +51,33 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	v1.DELETE("/leases/:name", s.release)
 	v1.POST("/leases/:name/records", s.produce)
 	return s
+}
+
+// Limit sets the caps on requests in flight (MaxInFlight,
+// MaxInFlightPerClient of c; zero fields take the defaults). Call it before
+// serving.
+func (s *Server) Limit(c ServerConfig) { s.limit.set(c) }
+
+func (s *Server) limitTotal(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		done, err := s.limit.enterTotal()
+		if err != nil {
+			return err
+		}
+		defer done()
+		return next(c)
+	}
+}
+
+func (s *Server) limitClient(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		done, err := s.limit.enterClient(client(c).Name)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return next(c)
+	}
 }
 
 // ServeHTTP makes Server an http.Handler.
@@ -77,7 +108,7 @@ func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		cl, err := s.auth.authenticate(c.Request().Header.Get("Authorization"))
+		cl, err := s.auth.authenticateRequest(c.Request())
 		if err != nil {
 			return err
 		}
@@ -226,9 +257,11 @@ func viewOf(l leasestore.Lease) LeaseView {
 }
 
 func (s *Server) get(c echo.Context) error {
-	name, err := url.PathUnescape(c.Param("name"))
+	// Reads are authorised like writes: a lease's owner, token and history
+	// are for the clients that may take it.
+	name, err := leaseParam(c)
 	if err != nil {
-		return errorf(CodeInvalidRequest, "lease name in path is not valid percent-encoding")
+		return err
 	}
 	l, err := s.g.store.Get(c.Request().Context(), name)
 	if err != nil {
@@ -251,9 +284,14 @@ func (s *Server) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]LeaseView, len(ls))
-	for i, l := range ls {
-		out[i] = viewOf(l)
+	// Only the leases this client may take are listed; the others are
+	// left out, not refused, so a prefix spanning patterns still answers.
+	out := make([]LeaseView, 0, len(ls))
+	cl := client(c)
+	for _, l := range ls {
+		if cl.authorize(l.Name) == nil {
+			out = append(out, viewOf(l))
+		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"leases": out})
 }
@@ -290,6 +328,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	raw, _ := json.Marshal(p)
 	_ = json.Unmarshal(raw, &doc)
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+	if e.Code == CodeTooManyRequests {
+		c.Response().Header().Set("Retry-After", "1")
+	}
 	c.Response().WriteHeader(status)
 	_ = json.NewEncoder(c.Response()).Encode(doc)
 }

@@ -62,7 +62,7 @@ func (r *runner) verify(ctx context.Context, rep *Report) error {
 func (r *runner) readPartitions() (map[int32][]verify.Record, error) {
 	out := map[int32][]verify.Record{}
 	for p := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Brokers, LeaseTopic, p, 60*time.Second, nil)
+		recs, err := verify.ReadPartition(r.stack.Kafka, LeaseTopic, p, 60*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +124,7 @@ func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
 func (r *runner) checkCommitOrder(rep *Report) error {
 	inv := &rep.Invariants.I2
 	for p := range int32(Partitions) {
-		whole, err := verify.ReadLog(strings.Split(r.stack.Brokers, ","), LeaseTopic, p, 60*time.Second)
+		whole, err := verify.ReadLog(r.stack.Kafka, LeaseTopic, p, 60*time.Second)
 		if err != nil {
 			return err
 		}
@@ -241,7 +241,7 @@ func (r *runner) checkLedger(ctx context.Context, rep *Report) error {
 func (r *runner) waitCaughtUp(ctx context.Context) error {
 	ends := map[int32]int64{}
 	for p := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Brokers, LeaseTopic, p, 30*time.Second, nil)
+		recs, err := verify.ReadPartition(r.stack.Kafka, LeaseTopic, p, 30*time.Second)
 		if err != nil {
 			return err
 		}

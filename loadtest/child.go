@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/kafkaconn"
 )
 
 // childGateway is a `fencegate serve` child process that the harness can
@@ -24,6 +25,10 @@ import (
 type childGateway struct {
 	exe  string
 	args []string
+	// env carries the secrets (barrier key, SASL password): argv is
+	// readable by every user in /proc/<pid>/cmdline, the environment only
+	// by the process owner.
+	env  []string
 	log  *slog.Logger
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -94,16 +99,36 @@ func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*chi
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	return &childGateway{exe: exe, log: log, addr: addr, args: []string{"serve", "--listen", addr,
-		"--advertise-url", "http://" + addr,
-		"--kafka-brokers", s.Brokers, "--database-url", s.DatabaseURL, "--config", cfg,
-		"--barrier-key", barrierKey, "--replica", replica, "--min-ttl", "100ms"}}, nil
+	args := []string{"serve", "--listen", addr, "--advertise-url", "http://" + addr,
+		"--database-url", s.DatabaseURL, "--config", cfg, "--replica", replica, "--min-ttl", "100ms"}
+	args = append(args, kafkaArgs(s.Kafka)...)
+	env := append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
+	if s.Kafka.SASLPassword != "" {
+		env = append(env, "FENCEGATE_KAFKA_SASL_PASSWORD="+s.Kafka.SASLPassword)
+	}
+	return &childGateway{exe: exe, log: log, addr: addr, args: args, env: env}, nil
+}
+
+// kafkaArgs are the serve flags of conn, its password left out (it goes
+// in the environment).
+func kafkaArgs(c kafkaconn.Config) []string {
+	out := []string{"--kafka-brokers", c.Brokers}
+	for _, f := range [][2]string{{"--kafka-security-protocol", c.SecurityProtocol},
+		{"--kafka-sasl-mechanism", c.SASLMechanism}, {"--kafka-sasl-user", c.SASLUser},
+		{"--kafka-sasl-password-file", c.SASLPasswordFile}, {"--kafka-ca-file", c.CAFile},
+		{"--kafka-cert-file", c.CertFile}, {"--kafka-key-file", c.KeyFile}} {
+		if f[1] != "" {
+			out = append(out, f[0], f[1])
+		}
+	}
+	return out
 }
 
 // start runs the child and waits until it is ready.
 func (c *childGateway) start(ctx context.Context) error {
 	c.mu.Lock()
 	cmd := exec.Command(c.exe, c.args...)
+	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = nil, nil
 	if err := cmd.Start(); err != nil {
 		c.mu.Unlock()

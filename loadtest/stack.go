@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/materializer"
 	"github.com/fencegate/fencegate/txnmap"
@@ -40,8 +41,10 @@ const (
 
 // Stack is what a run drives: a gateway URL, the brokers and the database.
 type Stack struct {
-	GatewayURL  string
-	Brokers     string
+	GatewayURL string
+	// Kafka is how the harness, its gateway and materializer reach the
+	// cluster.
+	Kafka       kafkaconn.Config
 	DatabaseURL string
 	Pool        *pgxpool.Pool
 	Router      *txnmap.Router
@@ -81,11 +84,11 @@ func (s *Stack) liveSessions() int {
 }
 
 // External describes a running gateway, its Kafka and its database.
-func External(ctx context.Context, gatewayURL, brokers, databaseURL, token string, router *txnmap.Router) (*Stack, error) {
-	if err := loopbackOnly(gatewayURL, brokers); err != nil {
+func External(ctx context.Context, gatewayURL string, conn kafkaconn.Config, databaseURL, token string, router *txnmap.Router) (*Stack, error) {
+	if err := loopbackOnly(gatewayURL, conn.Brokers); err != nil {
 		return nil, err
 	}
-	s := &Stack{GatewayURL: gatewayURL, Brokers: brokers, DatabaseURL: databaseURL, Router: router, Token: token, Materialize: true}
+	s := &Stack{GatewayURL: gatewayURL, Kafka: conn, DatabaseURL: databaseURL, Router: router, Token: token, Materialize: true}
 	if p, err := router.Resolve("shard:0"); err != nil || p.Topic != LeaseTopic {
 		return nil, fmt.Errorf("the gateway's routes must send shard:* to %s (got %+v, %v)", LeaseTopic, p, err)
 	}
@@ -137,7 +140,7 @@ func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, with
 	}
 	s.cluster = cluster
 	s.closers = append(s.closers, cluster.Close)
-	s.Brokers = strings.Join(cluster.ListenAddrs(), ",")
+	s.Kafka = kafkaconn.Config{Brokers: strings.Join(cluster.ListenAddrs(), ",")}
 	if s.Router, err = newRouter(); err != nil {
 		return nil, err
 	}
@@ -193,7 +196,7 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 		return err
 	}
 	g, err := gateway.New(store, s.Router, gateway.Config{Replica: "loadtest-gateway",
-		Kafka: gateway.KafkaConfig{Brokers: s.Brokers}, BarrierKey: []byte(barrierKey),
+		Kafka: gateway.KafkaConfig{Config: s.Kafka}, BarrierKey: []byte(barrierKey),
 		CommitTimeout: commitTimeout, Logger: log.With("component", "gateway")})
 	if err != nil {
 		return err
@@ -212,7 +215,7 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 }
 
 func (s *Stack) startMaterializer(ctx context.Context, log *slog.Logger) error {
-	m, err := materializer.New(s.Pool, s.Router, materializer.Config{Brokers: s.Brokers,
+	m, err := materializer.New(s.Pool, s.Router, materializer.Config{Kafka: s.Kafka,
 		BarrierKey: []byte(barrierKey), Logger: log.With("component", "materializer")})
 	if err != nil {
 		return err

@@ -143,7 +143,7 @@ func (b *testBundle) gatewayWith(hooks gateway.Hooks) (*httptest.Server, *gatewa
 	store, _ := leasestore.New(b.db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
 	auth, _ := gateway.NewAuthenticator([]gateway.Client{{Name: "w", TokenSHA256: gateway.HashToken("t"), Allow: []string{"*"}}})
 	b.replicas++
-	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Brokers: b.kafka.Brokers}, BarrierKey: key,
+	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Config: b.kafka.Conn}, BarrierKey: key,
 		Replica: fmt.Sprintf("replica-%d", b.replicas), Hooks: hooks})
 	if err != nil {
 		b.t.Fatal(err)
@@ -259,7 +259,7 @@ func (b *testBundle) partition(name string) int32 {
 // readCommitted reads a partition read_committed.
 func (b *testBundle) readCommitted(p int32) []verify.Record {
 	b.t.Helper()
-	recs, err := verify.ReadPartition(b.kafka.Brokers, topic, p, 30*time.Second, nil)
+	recs, err := verify.ReadPartition(b.kafka.Conn, topic, p, 30*time.Second)
 	if err != nil {
 		b.t.Fatal(err)
 	}

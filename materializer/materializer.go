@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
@@ -69,15 +71,20 @@ type Hooks struct {
 
 // Config of a Materializer. Zero fields take the defaults noted.
 type Config struct {
-	// Brokers is the Kafka bootstrap list (required).
-	Brokers string
-	// Consumer holds extra librdkafka properties (SASL, TLS).
+	// Kafka is how the consumer reaches the cluster (brokers required;
+	// TLS and SASL as the gateway's).
+	Kafka kafkaconn.Config
+	// Consumer holds extra librdkafka consumer properties; security
+	// properties belong in Kafka and are refused here.
 	Consumer map[string]string
 	// GroupID of the consumer (default "fencegate-materializer"); only a
 	// hint: positions live in consumer_positions.
 	GroupID string
 	// BarrierKey verifies barriers (the gateway's key; required).
 	BarrierKey []byte
+	// PreviousBarrierKeys also verify barriers: keys being rotated out,
+	// kept while barriers they signed may still be read.
+	PreviousBarrierKeys [][]byte
 	// Partitions limits this instance to these partitions of every routed
 	// topic (empty: all). Instances on disjoint sets scale out; overlapping
 	// sets are safe too (compare-and-set on positions, FM14).
@@ -93,8 +100,13 @@ type Config struct {
 }
 
 func (c *Config) fill() error {
-	if c.Brokers == "" {
-		return errors.New("materializer: Brokers is required")
+	if err := c.Kafka.Validate(); err != nil {
+		return fmt.Errorf("materializer: %w", err)
+	}
+	for k := range c.Consumer {
+		if strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "sasl.") || k == "security.protocol" || k == "bootstrap.servers" {
+			return fmt.Errorf("materializer: Consumer may not set %q; use the Kafka connection settings", k)
+		}
 	}
 	if c.GroupID == "" {
 		c.GroupID = "fencegate-materializer"
@@ -142,7 +154,7 @@ func New(pool *pgxpool.Pool, router *txnmap.Router, cfg Config) (*Materializer, 
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	signer, err := barrier.NewSigner(cfg.BarrierKey)
+	signer, err := barrier.NewSigner(cfg.BarrierKey, cfg.PreviousBarrierKeys...)
 	if err != nil {
 		return nil, fmt.Errorf("materializer: %w", err)
 	}
@@ -226,10 +238,16 @@ func (m *Materializer) mine(p int32) bool {
 }
 
 func (m *Materializer) newConsumer() (*kafka.Consumer, error) {
-	cm := kafka.ConfigMap{"bootstrap.servers": m.cfg.Brokers, "group.id": m.cfg.GroupID,
+	cm, err := m.cfg.Kafka.ConfigMap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range (kafka.ConfigMap{"group.id": m.cfg.GroupID,
 		"isolation.level": "read_committed", "enable.auto.commit": false,
 		"auto.offset.reset": "earliest", "enable.metrics.push": false,
-		"go.logs.channel.enable": false}
+		"go.logs.channel.enable": false}) {
+		cm[k] = v
+	}
 	for k, v := range m.cfg.Consumer {
 		cm[k] = v
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/kafkaconn"
 )
 
 // LogRecord is one record of a partition as the log holds it, aborted
@@ -27,14 +28,18 @@ type LogRecord struct {
 }
 
 // ReadLog reads topic/partition from the beginning to its end with
-// read_uncommitted, keeping control records. opts add client settings
-// (SASL).
-func ReadLog(brokers []string, topic string, partition int32, timeout time.Duration, opts ...kgo.Opt) ([]LogRecord, error) {
+// read_uncommitted, keeping control records, over conn (TLS, SASL as
+// configured).
+func ReadLog(conn kafkaconn.Config, topic string, partition int32, timeout time.Duration) ([]LogRecord, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...),
+	opts, err := conn.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords()}, opts...)...)
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/kafkaconn"
 )
 
 // Record is one committed record of a lease partition: its position and
@@ -30,13 +31,15 @@ type Record struct {
 }
 
 // ReadPartition reads topic/partition from the beginning to its end with
-// isolation.level=read_committed. extra sets further client properties
-// (SASL).
-func ReadPartition(brokers, topic string, partition int32, timeout time.Duration, extra kafka.ConfigMap) ([]Record, error) {
-	cm := kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "fencegate-verify",
+// isolation.level=read_committed, over conn (TLS, SASL as configured).
+func ReadPartition(conn kafkaconn.Config, topic string, partition int32, timeout time.Duration) ([]Record, error) {
+	cm, err := conn.ConfigMap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range (kafka.ConfigMap{"group.id": "fencegate-verify",
 		"isolation.level": "read_committed", "enable.auto.commit": false,
-		"go.logs.channel.enable": false, "enable.metrics.push": false}
-	for k, v := range extra {
+		"go.logs.channel.enable": false, "enable.metrics.push": false}) {
 		cm[k] = v
 	}
 	c, err := kafka.NewConsumer(&cm)

@@ -18,6 +18,10 @@ const resetLedgerSQL = `TRUNCATE fences, accepted_records, applied_keys, rejecte
 // devBarrierKey signs barriers in development only.
 const devBarrierKey = "fencegate-development-barrier-key"
 
+// devConfig is the routes and clients file of `fencegate dev`: bearer
+// dev-token, allowed on every lease.
+const devConfig = "deploy/dev/fencegate.yaml"
+
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
 	fs := flagSet("dev", stderr)
@@ -28,7 +32,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	f.migrate = true
-	if f.barrierKey == "" {
+	// Only dev runs on the development file and key: both are public.
+	if f.configPath == "" {
+		f.configPath = devConfig
+	}
+	if f.barrierKey == "" && f.barrierKeyFile == "" {
 		f.barrierKey = devBarrierKey
 	}
 	log := newLogger(stderr, f.logJSON)

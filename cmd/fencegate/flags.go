@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/fencegate/fencegate/kafkaconn"
 )
 
 // flagSet returns a FlagSet whose flags default to FENCEGATE_<NAME>
@@ -32,6 +36,9 @@ func parse(fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := refuseSecretArgs(fs, args); err != nil {
+		return err
+	}
 	return fs.Parse(args)
 }
 
@@ -46,25 +53,118 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // commonFlags are the settings gateway and materializer share.
 type commonFlags struct {
-	databaseURL  string
-	brokers      string
+	databaseURL string
+	brokers     string
+	// kafka holds the connection settings other than the brokers; its
+	// SASLPassword comes from FENCEGATE_KAFKA_SASL_PASSWORD only.
+	kafka        kafkaconn.Config
 	saslMech     string
 	saslUser     string
 	saslPassword string
 	configPath   string
-	barrierKey   string
-	migrate      bool
-	logJSON      bool
+	// barrierKey is FENCEGATE_BARRIER_KEY (never argv): one key, or a
+	// comma-separated list whose first key signs and every key verifies.
+	barrierKey     string
+	barrierKeyFile string
+	migrate        bool
+	logJSON        bool
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
 	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
 	fs.StringVar(&f.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	fs.StringVar(&f.kafka.SecurityProtocol, "kafka-security-protocol", "",
+		"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: SASL_PLAINTEXT with a SASL mechanism, else PLAINTEXT)")
 	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
 	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user of the "+principal+" principal")
-	fs.StringVar(&f.saslPassword, "kafka-sasl-password", "", "SASL password")
-	fs.StringVar(&f.configPath, "config", "deploy/dev/fencegate.yaml", "routes and clients YAML file")
-	fs.StringVar(&f.barrierKey, "barrier-key", "", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer (required)")
+	secretVar(fs, &f.saslPassword, "kafka-sasl-password", "SASL password")
+	fs.StringVar(&f.kafka.SASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (read at every client start, so a rotated file is picked up)")
+	fs.StringVar(&f.kafka.CAFile, "kafka-ca-file", "", "PEM CAs of the brokers' certificates (SSL, SASL_SSL; empty: system roots)")
+	fs.StringVar(&f.kafka.CertFile, "kafka-cert-file", "", "PEM client certificate for mutual TLS with the brokers")
+	fs.StringVar(&f.kafka.KeyFile, "kafka-key-file", "", "PEM key (unencrypted) of --kafka-cert-file")
+	fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file (required; `fencegate dev` uses deploy/dev/fencegate.yaml)")
+	secretVar(fs, &f.barrierKey, "barrier-key", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer; "+
+		"a comma-separated list signs with the first and verifies with any (rotation)")
+	fs.StringVar(&f.barrierKeyFile, "barrier-key-file", "", "file holding the barrier key(s), one a line, the signing key first")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
+}
+
+// kafkaConn is the Kafka connection of the flags.
+func (f *commonFlags) kafkaConn() kafkaconn.Config {
+	c := f.kafka
+	c.Brokers, c.SASLMechanism, c.SASLUser, c.SASLPassword = f.brokers, f.saslMech, f.saslUser, f.saslPassword
+	return c
+}
+
+// requireConfig refuses to run a long-lived component on a config nobody
+// chose: the development file allows every lease to a well-known token.
+func (f *commonFlags) requireConfig(cmd string) error {
+	if f.configPath == "" {
+		return fmt.Errorf("no --config (or FENCEGATE_CONFIG): %s needs the routes and clients file of this deployment; "+
+			"only `fencegate dev` runs on the development file", cmd)
+	}
+	return nil
+}
+
+// barrierKeys returns the signing key and the keys that only verify. The
+// keys come from FENCEGATE_BARRIER_KEY (comma-separated) or
+// --barrier-key-file (one a line), never both.
+func (f *commonFlags) barrierKeys() ([]byte, [][]byte, error) {
+	raw, sep := f.barrierKey, ","
+	if f.barrierKeyFile != "" {
+		if f.barrierKey != "" {
+			return nil, nil, errors.New("barrier key given both in FENCEGATE_BARRIER_KEY and as --barrier-key-file; give one")
+		}
+		b, err := os.ReadFile(f.barrierKeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("barrier key file: %w", err)
+		}
+		raw, sep = string(b), "\n"
+	}
+	var keys [][]byte
+	for _, k := range strings.Split(raw, sep) {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, []byte(k))
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil, errors.New("no barrier key: set FENCEGATE_BARRIER_KEY or --barrier-key-file (at least 16 bytes, the same for gateway and materializer)")
+	}
+	return keys[0], keys[1:], nil
+}
+
+// secret is a string flag that takes its value from the environment
+// (FENCEGATE_<NAME>) only: argv is readable by every user of the machine
+// in /proc/<pid>/cmdline and lands in shell histories. Its value is never
+// printed.
+type secret struct{ p *string }
+
+func (s secret) String() string { return "" }
+
+func (s secret) Set(v string) error { *s.p = v; return nil }
+
+func secretVar(fs *flag.FlagSet, p *string, name, usage string) {
+	fs.Var(secret{p}, name, usage+" (environment "+envName(name)+" only; refused on the command line)")
+}
+
+// refuseSecretArgs fails when a secret flag is on the command line. The
+// error names the flag, never the value.
+func refuseSecretArgs(fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			return nil
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name == "" {
+			continue
+		}
+		if fl := fs.Lookup(name); fl != nil {
+			if _, ok := fl.Value.(secret); ok {
+				return fmt.Errorf("--%s is refused on the command line (every user can read it in /proc/<pid>/cmdline); "+
+					"set %s or use --%s-file", name, envName(name), name)
+			}
+		}
+	}
+	return nil
 }

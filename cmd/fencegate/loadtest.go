@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/loadtest"
 )
 
@@ -98,7 +99,7 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw, brok
 	if err != nil {
 		return nil, err
 	}
-	return loadtest.External(ctx, gw, brokers, dbURL, token, router)
+	return loadtest.External(ctx, gw, kafkaconn.Config{Brokers: brokers}, dbURL, token, router)
 }
 
 func writeReports(rep *loadtest.Report, jsonPath, htmlPath string) error {

@@ -41,8 +41,19 @@ func runMaterialize(ctx context.Context, args []string, stdout, stderr io.Writer
 
 // materialize runs the materializer and its HTTP port until ctx ends.
 func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) error {
+	if err := f.requireConfig("materialize"); err != nil {
+		return err
+	}
 	_, router, _, err := gateway.LoadFileConfig(f.configPath)
 	if err != nil {
+		return err
+	}
+	key, previous, err := f.barrierKeys()
+	if err != nil {
+		return err
+	}
+	conn := f.kafkaConn()
+	if err := probeKafka(ctx, conn, log); err != nil {
 		return err
 	}
 	pool, _, err := openStore(ctx, f.databaseURL, f.migrate, 0, 0)
@@ -50,11 +61,6 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		return err
 	}
 	defer pool.Close()
-	consumer := map[string]string{}
-	if f.saslMech != "" {
-		consumer = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": f.saslMech,
-			"sasl.username": f.saslUser, "sasl.password": f.saslPassword}
-	}
 	parts, err := parsePartitions(f.partitions)
 	if err != nil {
 		return err
@@ -64,8 +70,8 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		return err
 	}
 	defer func() { _ = mp.Shutdown(context.Background()) }()
-	m, err := materializer.New(pool, router, materializer.Config{Brokers: f.brokers, Consumer: consumer,
-		BarrierKey: []byte(f.barrierKey), Logger: log, MeterProvider: mp, Partitions: parts})
+	m, err := materializer.New(pool, router, materializer.Config{Kafka: conn,
+		BarrierKey: key, PreviousBarrierKeys: previous, Logger: log, MeterProvider: mp, Partitions: parts})
 	if err != nil {
 		return err
 	}
@@ -75,7 +81,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return m.Run(gctx) })
 	g.Go(func() error {
-		return listenAndServe(gctx, f.listen, mux, log.With("component", "materializer"), nil)
+		return listenAndServe(gctx, f.listen, mux, gateway.ServerConfig{}, log.With("component", "materializer"), nil)
 	})
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {

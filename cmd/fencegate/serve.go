@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/telemetry"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -31,6 +32,7 @@ type serveFlags struct {
 	maxTTL     time.Duration
 	txnTimeout time.Duration
 	limits     gateway.Limits
+	http       gateway.ServerConfig
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -45,6 +47,16 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxRecords, "max-records", 10000, "records per batch (413 beyond)")
 	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", 1<<20, "key + value + headers of one record (413 beyond)")
 	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", 16<<20, "bytes of one request body (413 beyond)")
+	d := gateway.DefaultServerConfig()
+	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
+	fs.StringVar(&f.http.TLSKeyFile, "tls-key", "", "PEM key of --tls-cert")
+	fs.StringVar(&f.http.TLSClientCAFile, "tls-client-ca", "", "PEM CAs of client certificates: requires mutual TLS; a client's certificate_cn may stand in for its bearer token")
+	fs.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "time to read a request's headers")
+	fs.DurationVar(&f.http.ReadTimeout, "read-timeout", d.ReadTimeout, "time to read a whole request, body included")
+	fs.DurationVar(&f.http.WriteTimeout, "write-timeout", d.WriteTimeout, "time from the end of the headers to the end of the reply")
+	fs.DurationVar(&f.http.IdleTimeout, "idle-timeout", d.IdleTimeout, "keep-alive connections idle longer are closed")
+	fs.IntVar(&f.http.MaxInFlight, "max-inflight", d.MaxInFlight, "API requests served at once (429 beyond)")
+	fs.IntVar(&f.http.MaxInFlightPerClient, "max-inflight-per-client", d.MaxInFlightPerClient, "API requests of one client served at once (429 beyond)")
 }
 
 func newLogger(w io.Writer, asJSON bool) *slog.Logger {
@@ -67,8 +79,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // serve runs a gateway until ctx ends. ready, when not nil, receives the
 // listen address once the server accepts connections.
 func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- string) error {
+	if err := f.requireConfig("serve"); err != nil {
+		return err
+	}
 	_, router, auth, err := gateway.LoadFileConfig(f.configPath)
 	if err != nil {
+		return err
+	}
+	// Only the signing key: the gateway writes barriers, never reads them.
+	key, _, err := f.barrierKeys()
+	if err != nil {
+		return err
+	}
+	conn := f.kafkaConn()
+	if err := probeKafka(ctx, conn, log); err != nil {
 		return err
 	}
 	pool, store, err := openStore(ctx, f.databaseURL, f.migrate, f.minTTL, f.maxTTL)
@@ -87,14 +111,17 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	}
 	defer func() { _ = stopTracing(context.Background()) }()
 	if f.advertise == "" {
-		f.advertise = "http://" + f.listen
+		scheme := "http://"
+		if f.http.TLSCertFile != "" {
+			scheme = "https://"
+		}
+		f.advertise = scheme + f.listen
 	}
 	g, err := gateway.New(store, router, gateway.Config{
 		MeterProvider: mp, TracerProvider: tp,
 		Replica: f.replica, AdvertiseURL: f.advertise,
-		Kafka: gateway.KafkaConfig{Brokers: f.brokers, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
-			SASLPassword: f.saslPassword, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
-		BarrierKey: []byte(f.barrierKey),
+		Kafka:      gateway.KafkaConfig{Config: conn, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
+		BarrierKey: key,
 		Limits:     f.limits,
 		Logger:     log,
 	})
@@ -103,8 +130,31 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	}
 	defer g.Close()
 	srv := gateway.NewServer(g, auth)
+	srv.Limit(f.http)
 	srv.Metrics(metricsHandler)
-	return listenAndServe(ctx, f.listen, srv, log, ready)
+	return listenAndServe(ctx, f.listen, srv, f.http, log, ready)
+}
+
+// probeKafka refuses to start on a connection the cluster refuses: a
+// certificate that does not verify or a SASL login that fails is a
+// configuration error no retry mends. A cluster that is not reachable yet
+// is only logged; readiness reports it until it is.
+func probeKafka(ctx context.Context, conn kafkaconn.Config, log *slog.Logger) error {
+	if err := conn.Validate(); err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := conn.Probe(pctx)
+	switch {
+	case errors.Is(err, kafkaconn.ErrHandshake):
+		return err
+	case err != nil:
+		log.Warn("kafka not reachable yet; starting, not ready until it is", "kafka", conn, "error", err)
+	default:
+		log.Info("kafka reachable", "kafka", conn)
+	}
+	return nil
 }
 
 func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {
@@ -138,15 +188,24 @@ func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL tim
 	return pool, store, nil
 }
 
-func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger, ready chan<- string) error {
+func listenAndServe(ctx context.Context, addr string, h http.Handler, cfg gateway.ServerConfig, log *slog.Logger, ready chan<- string) error {
+	srv, err := cfg.HTTPServer(h, log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("gateway listening", "addr", ln.Addr().String())
+	scheme := "http"
+	if srv.TLSConfig != nil {
+		scheme = "https"
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "scheme", scheme, "mutual_tls", cfg.TLSClientCAFile != "")
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

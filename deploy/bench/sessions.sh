@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 ${FG:-bin/fencegate} dev --listen 127.0.0.1:8090 --materializer-listen 127.0.0.1:8091 >/tmp/fencegate-bench-dev.log 2>&1 &
 DEV=$!
 sleep 3
-${FG:-bin/fencegate} serve --listen 127.0.0.1:8080 --kafka-brokers 127.0.0.1:9092 --barrier-key fencegate-development-barrier-key --replica bench --max-ttl 10m >/tmp/fencegate-bench-serve.log 2>&1 &
+FENCEGATE_BARRIER_KEY=fencegate-development-barrier-key ${FG:-bin/fencegate} serve --config deploy/dev/fencegate.yaml --listen 127.0.0.1:8080 --kafka-brokers 127.0.0.1:9092 --replica bench --max-ttl 10m >/tmp/fencegate-bench-serve.log 2>&1 &
 GW=$!
 sleep 2
 base_rss=$(awk '/VmRSS/{print $2}' /proc/$GW/status); base_thr=$(awk '/Threads/{print $2}' /proc/$GW/status)
