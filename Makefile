@@ -11,7 +11,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: lint-deploy help test lint run build bench fuzz loadtest pg-start pg-stop alerts
+.PHONY: lint-deploy help test lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -44,6 +44,7 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzFM18 -fuzztime 30s ./txnmap
 	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeProduce -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeAcquire -fuzztime 30s ./gateway
+	$(GO) test -run '^$$' -fuzz FuzzStampRoundTrip -fuzztime 30s ./barrier
 
 run: ## the whole stack on embedded defaults (Postgres :54329, dev broker :9092, gateway :8080)
 	@$(PG) start
@@ -52,6 +53,11 @@ run: ## the whole stack on embedded defaults (Postgres :54329, dev broker :9092,
 loadtest: ## default embedded load scenario (freeze + churn), reports in loadtest-report.{json,html}
 	@$(PG) start
 	$(GO) run ./cmd/fencegate loadtest --embedded --json loadtest-report.json --html loadtest-report.html
+
+loadtest-freeze: ## two gateway replicas as processes, one frozen with SIGSTOP every 5s (FM25); every answer checked against the log
+	@$(PG) start
+	$(GO) run ./cmd/fencegate loadtest --embedded --freeze-replica-every 5s --duration 60s --direct=false --naive=false \
+		--json loadtest-freeze-report.json --html loadtest-freeze-report.html
 
 pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
 	@$(PG) start
