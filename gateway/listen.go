@@ -122,7 +122,7 @@ func (c ServerConfig) TLSConfig(log *slog.Logger) (*tls.Config, error) {
 }
 
 // certReloader serves the key pair of two files and reloads it when
-// either file's modification time or size changes (a renewed certificate
+// either file is replaced or its modification time or size changes (a renewed certificate
 // written in place or renamed over the old one). A pair that does not load
 // (a half-written renewal) is logged and the previous one kept.
 type certReloader struct {
@@ -134,9 +134,15 @@ type certReloader struct {
 	stamp [2]fileStamp
 }
 
+// fileStamp tells a changed file: another file renamed over it (a new
+// inode), or new content written in place (modification time, size).
 type fileStamp struct {
-	mod  time.Time
-	size int64
+	fi os.FileInfo
+}
+
+func (a fileStamp) same(b fileStamp) bool {
+	return a.fi != nil && b.fi != nil && os.SameFile(a.fi, b.fi) &&
+		a.fi.ModTime().Equal(b.fi.ModTime()) && a.fi.Size() == b.fi.Size()
 }
 
 func stampOf(path string) (fileStamp, error) {
@@ -144,7 +150,7 @@ func stampOf(path string) (fileStamp, error) {
 	if err != nil {
 		return fileStamp{}, err
 	}
-	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
+	return fileStamp{fi: fi}, nil
 }
 
 // load reads the pair when the files changed since the last load.
@@ -159,7 +165,7 @@ func (r *certReloader) load() (*tls.Certificate, error) {
 		}
 		return nil, fmt.Errorf("TLS certificate: %w", err)
 	}
-	if r.cert != nil && r.stamp == [2]fileStamp{c, k} {
+	if r.cert != nil && r.stamp[0].same(c) && r.stamp[1].same(k) {
 		return r.cert, nil
 	}
 	pair, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
