@@ -1,74 +1,71 @@
-// Package client is the Go SDK for fencegate workers. It speaks only the
-// HTTP API: acquire a lease, keep it renewed, produce batches, release.
-//
-// Guarantees it adds on the worker's side (safety never depends on them;
-// the broker's epoch fence does):
-//   - fail closed: a Lease refuses to produce once its local deadline
-//     (request start + TTL, renewed on success) has passed;
-//   - an ambiguous commit (generation_ended) is retried once, with the same
-//     batch id, under a new generation asked for with the current token;
-//   - a 421 from a replica that does not hold the session is followed once
-//     to the holder's address;
-//   - Lost() is closed when the lease is known lost (notification only).
 package client
 
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"sync"
+	"strings"
 	"time"
 )
 
-// ErrLeaseLost is returned (wrapped) once a Lease can no longer write.
-var ErrLeaseLost = errors.New("lease lost")
-
-// Problem is an error reply of the gateway (RFC 9457).
-type Problem struct {
-	Status    int    `json:"status"`
-	Code      string `json:"code"`
-	Detail    string `json:"detail"`
-	HolderURL string `json:"holder_url"`
-}
-
-func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail) }
-
-// Config of a Client.
+// Config of a Client. Zero durations take their defaults.
 type Config struct {
-	// BaseURL of a gateway replica, e.g. "http://127.0.0.1:8080".
+	// BaseURL is where requests go, e.g. "http://fencegate:8080": a load
+	// balancer in front of the replicas, or one replica. A lease follows a
+	// 421 to the replica that holds its session, and comes back to BaseURL
+	// when that replica drains or does not answer.
 	BaseURL string
 	// Token is the worker's bearer token.
 	Token string
-	// Owner identifies this worker in leases.
+	// Owner identifies this worker in leases (owner_id). Batch ids are
+	// scoped to it: keep it stable across restarts of the worker.
 	Owner string
-	// TTL of leases (default 10s); RenewEvery defaults to TTL/3.
-	TTL        time.Duration
+	// TTL of the leases this client acquires. Defaults to 10s.
+	TTL time.Duration
+	// RenewEvery is the time between renewals. Defaults to TTL/3; must be
+	// shorter than TTL.
 	RenewEvery time.Duration
-	HTTP       *http.Client
+	// MinBackoff and MaxBackoff bound the wait before a retry: it doubles
+	// from MinBackoff up to MaxBackoff, with jitter. Default to 50ms and 2s.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// HTTP sends the requests. Defaults to a client with a 30s timeout.
+	HTTP *http.Client
 }
 
-// Client talks to a gateway.
+// Client talks to a gateway. It is safe for concurrent use.
 type Client struct{ cfg Config }
 
-// New validates cfg and fills defaults.
+// New validates cfg and fills its defaults.
 func New(cfg Config) (*Client, error) {
 	if cfg.BaseURL == "" || cfg.Token == "" || cfg.Owner == "" {
-		return nil, errors.New("client: BaseURL, Token and Owner are required")
+		return nil, errors.New("fencegate: BaseURL, Token and Owner are required")
 	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	if cfg.TTL == 0 {
 		cfg.TTL = 10 * time.Second
 	}
 	if cfg.RenewEvery == 0 {
 		cfg.RenewEvery = cfg.TTL / 3
 	}
-	if cfg.RenewEvery >= cfg.TTL {
-		return nil, errors.New("client: RenewEvery must be shorter than TTL")
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff = 50 * time.Millisecond
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 2 * time.Second
+	}
+	switch {
+	case cfg.TTL < time.Millisecond:
+		return nil, errors.New("fencegate: TTL must be at least 1ms")
+	case cfg.RenewEvery <= 0 || cfg.RenewEvery >= cfg.TTL:
+		return nil, errors.New("fencegate: RenewEvery must be positive and shorter than TTL")
+	case cfg.MinBackoff <= 0 || cfg.MaxBackoff < cfg.MinBackoff:
+		return nil, errors.New("fencegate: MinBackoff must be positive and at most MaxBackoff")
 	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
@@ -76,7 +73,8 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg}, nil
 }
 
-// call sends one request to base and decodes a 2xx body into out.
+// call sends one request to base and decodes a 2xx body into out. An
+// error reply is a *Problem; anything else is a transport error.
 func (c *Client) call(ctx context.Context, base, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -91,295 +89,136 @@ func (c *Client) call(ctx context.Context, base, method, path string, body, out 
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.cfg.HTTP.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("fencegate: reading the reply to %s %s: %w", method, path, err)
+	}
 	if resp.StatusCode >= 300 {
-		p := &Problem{Status: resp.StatusCode}
-		_ = json.Unmarshal(raw, p)
+		p := &Problem{}
+		_ = json.Unmarshal(raw, p) // a proxy's HTML page: Status says enough
+		p.Status = resp.StatusCode
+		p.RetryAfter = retryAfter(resp.Header)
 		return p
 	}
 	if out != nil {
-		return json.Unmarshal(raw, out)
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("fencegate: decoding the reply to %s %s: %w", method, path, err)
+		}
 	}
 	return nil
 }
 
-// Grant is an acknowledged generation.
-type Grant struct {
-	Name          string    `json:"name"`
-	Token         int64     `json:"token"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	Topic         string    `json:"topic"`
-	Partition     int32     `json:"partition"`
-	ProducerEpoch int16     `json:"producer_epoch"`
-}
-
-// Lease is an acquired lease, renewed in the background until Release or
-// loss.
-type Lease struct {
-	c    *Client
-	name string
-
-	mu       sync.Mutex
-	base     string
-	grant    Grant
-	deadline time.Time
-	lost     error
-
-	lostCh   chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
-	once     sync.Once
-	stopOnce sync.Once
-}
-
-// Acquire takes lease name; it fails with a *Problem (lease_held, ...) if
-// the gateway refuses.
-func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
-	l := &Lease{c: c, name: name, base: c.cfg.BaseURL, lostCh: make(chan struct{}),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	if err := l.acquire(ctx, 0); err != nil {
-		return nil, err
+// backoff is the wait before retry n (1, 2, ...) after err: doubling from
+// MinBackoff to MaxBackoff, the upper half jittered, and never less than
+// a Retry-After the gateway asked for.
+func (c *Client) backoff(n int, err error) time.Duration {
+	d := c.cfg.MinBackoff
+	for i := 1; i < n && d < c.cfg.MaxBackoff; i++ {
+		d *= 2
 	}
-	go l.renewLoop()
-	return l, nil
+	d = min(d, c.cfg.MaxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	var p *Problem
+	if errors.As(err, &p) && p.RetryAfter > d {
+		d = p.RetryAfter
+	}
+	return d
 }
 
-// acquire asks for a grant (token 0) or a new generation (token > 0).
-func (l *Lease) acquire(ctx context.Context, token int64) error {
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Grant is an acknowledged generation of a lease: the answer to an acquire
+// or to a request for a new generation.
+type Grant struct {
+	Name    string `json:"name"`
+	OwnerID string `json:"owner_id"`
+	// Token names the generation; tokens of a lease only grow.
+	Token int64 `json:"token"`
+	// ExpiresAt is the lease's expiry in database time; the SDK keeps its
+	// own, earlier, local deadline.
+	ExpiresAt       time.Time `json:"expires_at"`
+	TTLMillis       int64     `json:"ttl_ms"`
+	Topic           string    `json:"topic"`
+	Partition       int32     `json:"partition"`
+	TransactionalID string    `json:"transactional_id"`
+	// ProducerID and ProducerEpoch are the ones the generation's barrier
+	// record names; they do not change during the generation.
+	ProducerID    int64 `json:"producer_id"`
+	ProducerEpoch int16 `json:"producer_epoch"`
+}
+
+// grant asks base for a grant (token 0) or a new generation (token > 0).
+// It returns the time the request started: the local deadline is that
+// time plus the TTL, never later than the gateway's expiry.
+func (c *Client) grant(ctx context.Context, base, name string, token int64) (Grant, time.Time, error) {
 	start := time.Now()
-	body := map[string]any{"name": l.name, "owner_id": l.c.cfg.Owner, "ttl_ms": l.c.cfg.TTL.Milliseconds()}
+	body := map[string]any{"name": name, "owner_id": c.cfg.Owner, "ttl_ms": c.cfg.TTL.Milliseconds()}
 	if token > 0 {
 		body["token"] = token
 	}
 	var g Grant
-	if err := l.c.call(ctx, l.baseURL(), "POST", "/v1/leases", body, &g); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.grant, l.deadline = g, start.Add(l.c.cfg.TTL)
-	l.mu.Unlock()
-	return nil
+	err := c.call(ctx, base, http.MethodPost, "/v1/leases", body, &g)
+	return g, start, err
 }
 
-func (l *Lease) baseURL() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.base
+// Acquire takes lease name and keeps it renewed in the background until
+// Release or loss.
+//
+// Answers that granted nothing (draining: behind a load balancer the
+// retry reaches another replica; too_many_requests; kafka_unavailable,
+// store_unavailable, internal; transport errors) are retried with backoff
+// until ctx ends. lease_held and the other refusals are returned at once,
+// as a *Problem; use AcquireWait to wait for a held lease.
+//
+// After a lost reply the gateway may hold a grant that was acknowledged to
+// no one: a retry then sees lease_held naming this worker's own owner id,
+// until that grant expires.
+func (c *Client) Acquire(ctx context.Context, name string) (*Lease, error) {
+	return c.acquire(ctx, name, false)
 }
 
-// Grant returns the current generation.
-func (l *Lease) Grant() Grant {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.grant
+// AcquireWait is Acquire that also waits while another owner holds the
+// lease (lease_held), retrying with backoff until the lease is granted or
+// ctx ends. The error after ctx ends matches both the context's error and
+// the last answer (ErrorCode gives lease_held).
+func (c *Client) AcquireWait(ctx context.Context, name string) (*Lease, error) {
+	return c.acquire(ctx, name, true)
 }
 
-// Lost is closed once the lease is known lost.
-func (l *Lease) Lost() <-chan struct{} { return l.lostCh }
-
-func (l *Lease) markLost(err error) error {
-	l.mu.Lock()
-	if l.lost == nil {
-		l.lost = fmt.Errorf("%w: %v", ErrLeaseLost, err)
-	}
-	lost := l.lost
-	l.mu.Unlock()
-	l.once.Do(func() { close(l.lostCh) })
-	return lost
-}
-
-// live returns the token if the lease may still write (fail closed on the
-// local deadline).
-func (l *Lease) live() (int64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost != nil {
-		return 0, l.lost
-	}
-	if !time.Now().Before(l.deadline) {
-		return 0, fmt.Errorf("%w: local deadline passed", ErrLeaseLost)
-	}
-	return l.grant.Token, nil
-}
-
-func (l *Lease) renewLoop() {
-	defer close(l.done)
-	t := time.NewTicker(l.c.cfg.RenewEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			if err := l.renew(); errors.Is(err, ErrLeaseLost) {
-				return
-			}
+func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lease, error) {
+	for n := 1; ; n++ {
+		g, start, err := c.grant(ctx, c.cfg.BaseURL, name, 0)
+		if err == nil {
+			return c.newLease(name, g, start), nil
+		}
+		switch r := reactionTo(err); {
+		case r == retry, r == held && wait:
+		default:
+			return nil, err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("fencegate: acquire %s: %w (last answer: %w)", name, cerr, err)
+		}
+		if cerr := sleep(ctx, c.backoff(n, err)); cerr != nil {
+			return nil, fmt.Errorf("fencegate: acquire %s: %w (last answer: %w)", name, cerr, err)
 		}
 	}
-}
-
-func (l *Lease) renew() error {
-	token, err := l.live()
-	if err != nil {
-		return l.markLost(err)
-	}
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.RenewEvery)
-	defer cancel()
-	var out struct {
-		ExpiresAt time.Time `json:"expires_at"`
-	}
-	err = l.c.call(ctx, l.baseURL(), "PATCH", "/v1/leases/"+url.PathEscape(l.name),
-		map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "ttl_ms": l.c.cfg.TTL.Milliseconds()}, &out)
-	if err == nil {
-		l.mu.Lock()
-		l.deadline = start.Add(l.c.cfg.TTL)
-		l.mu.Unlock()
-		return nil
-	}
-	switch reactionTo(err) {
-	case regenerate:
-		// The session is gone from that replica (drain, restart) or its
-		// generation ended: a new generation with the current token is
-		// also a renewal.
-		return l.acquire(ctx, token)
-	case follow:
-		l.follow(err)
-	case lost:
-		return l.markLost(err)
-	}
-	return err // transient: the local deadline decides
-}
-
-// reaction is what a worker does about an error reply; renewal and produce
-// share it, so they agree on what means lost and what means "ask for a
-// new generation".
-type reaction int
-
-const (
-	transient  reaction = iota // try again later; the local deadline decides
-	lost                       // lease_lost, fenced: stop writing
-	regenerate                 // generation_ended, not_holder: new generation with the current token
-	follow                     // misdirected: resend to holder_url
-	retry                      // batch_aborted: nothing written, retry the same batch id
-)
-
-func reactionTo(err error) reaction {
-	var p *Problem
-	if !errors.As(err, &p) {
-		return transient
-	}
-	switch {
-	case p.Code == "lease_lost", p.Code == "fenced":
-		return lost
-	case p.Code == "generation_ended", p.Code == "not_holder":
-		return regenerate
-	case p.Code == "misdirected" && p.HolderURL != "":
-		return follow
-	case p.Code == "batch_aborted":
-		return retry
-	}
-	return transient
-}
-
-// follow sends the lease's next requests to the holder a 421 named.
-func (l *Lease) follow(err error) {
-	var p *Problem
-	if errors.As(err, &p) {
-		l.mu.Lock()
-		l.base = p.HolderURL
-		l.mu.Unlock()
-	}
-}
-
-// Record is one record to produce; nil Key or Value are absent.
-type Record struct {
-	Key, Value []byte
-	Headers    map[string]string
-}
-
-// Result says where a committed batch is.
-type Result struct {
-	Token     int64   `json:"token"`
-	Topic     string  `json:"topic"`
-	Partition int32   `json:"partition"`
-	Offsets   []int64 `json:"offsets"`
-}
-
-func encodeRecords(recs []Record) []map[string]any {
-	out := make([]map[string]any, len(recs))
-	for i, r := range recs {
-		m := map[string]any{}
-		if r.Key != nil {
-			m["key"] = map[string]any{"type": "BINARY", "data": base64.StdEncoding.EncodeToString(r.Key)}
-		}
-		if r.Value != nil {
-			m["value"] = map[string]any{"type": "BINARY", "data": base64.StdEncoding.EncodeToString(r.Value)}
-		}
-		if len(r.Headers) > 0 {
-			m["headers"] = r.Headers
-		}
-		out[i] = m
-	}
-	return out
-}
-
-// Produce writes one batch as one transaction. batchID is the idempotency
-// key: retrying it after an error never duplicates it in the ledger.
-func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Result, error) {
-	for attempt := 0; ; attempt++ {
-		token, err := l.live()
-		if err != nil {
-			return Result{}, err
-		}
-		var res Result
-		err = l.c.call(ctx, l.baseURL(), "POST", "/v1/leases/"+url.PathEscape(l.name)+"/records",
-			map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "batch_id": batchID, "records": encodeRecords(recs)}, &res)
-		if err == nil || attempt > 0 {
-			return res, l.classify(err)
-		}
-		if !l.recover(ctx, err, token) {
-			return res, l.classify(err)
-		}
-	}
-}
-
-// recover prepares one retry: a new generation after an ambiguous commit
-// or a lost session on this replica, or the holder's address after a 421.
-func (l *Lease) recover(ctx context.Context, err error, token int64) bool {
-	switch reactionTo(err) {
-	case regenerate:
-		return l.acquire(ctx, token) == nil
-	case follow:
-		l.follow(err)
-		return true
-	case retry:
-		return true
-	}
-	return false
-}
-
-// classify marks the lease lost on the codes that say so.
-func (l *Lease) classify(err error) error {
-	if reactionTo(err) == lost {
-		return l.markLost(err)
-	}
-	return err
-}
-
-// Release stops renewing and releases the lease.
-func (l *Lease) Release(ctx context.Context) error {
-	l.stopOnce.Do(func() { close(l.stop) })
-	<-l.done
-	g := l.Grant()
-	q := url.Values{"owner_id": {l.c.cfg.Owner}, "token": {fmt.Sprint(g.Token)}}
-	err := l.c.call(ctx, l.baseURL(), "DELETE", "/v1/leases/"+url.PathEscape(l.name)+"?"+q.Encode(), nil, nil)
-	l.markLost(errors.New("released"))
-	return err
 }

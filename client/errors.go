@@ -1,0 +1,202 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// The codes of the gateway's error replies (Problem.Code). Switch on them,
+// never on Detail. The list is the gateway's (gateway/errors.go) and the
+// OpenAPI document's (components.schemas.Code); a test of the gateway's
+// module fails when the three differ.
+const (
+	CodeInvalidRequest   = "invalid_request"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeNotFound         = "not_found"
+	CodeLeaseHeld        = "lease_held"
+	CodeLeaseLost        = "lease_lost"
+	CodeFenced           = "fenced"
+	CodeNotHolder        = "not_holder"
+	CodeMisdirected      = "misdirected"
+	CodeGenerationEnded  = "generation_ended"
+	CodeBatchAborted     = "batch_aborted"
+	CodePayloadTooLarge  = "payload_too_large"
+	CodeTooManyRequests  = "too_many_requests"
+	CodeKafkaUnavailable = "kafka_unavailable"
+	CodeStoreUnavailable = "store_unavailable"
+	CodeDraining         = "draining"
+	CodeInternal         = "internal"
+)
+
+// Sentinel errors. A lost lease's error (Lease.Err, and what Produce
+// returns once the lease is lost) matches ErrLeaseLost and its cause: a
+// *Problem (lease_lost, fenced), ErrDeadlinePassed or ErrReleased.
+var (
+	// ErrLeaseLost: the lease can no longer write.
+	ErrLeaseLost = errors.New("fencegate: lease lost")
+	// ErrDeadlinePassed: no renewal succeeded before the lease's local
+	// deadline; the lease may be someone else's by now.
+	ErrDeadlinePassed = errors.New("fencegate: local deadline passed")
+	// ErrReleased: the worker released the lease.
+	ErrReleased = errors.New("fencegate: lease released")
+	// ErrOutcomeUnknown is joined to a Produce error when an attempt of the
+	// batch had an unknown outcome (generation_ended, a 5xx other than
+	// batch_aborted, a transport error) and no later attempt settled it:
+	// the batch may be committed. Retrying the same batch id, under this
+	// lease or a later one of the same owner, never puts it in the ledger
+	// twice.
+	ErrOutcomeUnknown = errors.New("fencegate: outcome of an earlier attempt unknown")
+)
+
+// Problem is an error reply of the gateway: an RFC 9457 problem document
+// with the gateway's extra members.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"` // for people; never parse it
+	Code   string `json:"code"`
+
+	// HolderOwnerID and ExpiresAt come with lease_held: the owner holding
+	// the lease and until when (database time).
+	HolderOwnerID string    `json:"holder_owner_id,omitempty"`
+	ExpiresAt     time.Time `json:"expires_at,omitzero"`
+	// Reason comes with a lease_lost decided by the lease store: not_found,
+	// not_owner, token_mismatch, expired, released, not_active.
+	Reason string `json:"reason,omitempty"`
+	// Holder and HolderURL come with misdirected: the replica holding the
+	// session and where to resend the request.
+	Holder    string `json:"holder,omitempty"`
+	HolderURL string `json:"holder_url,omitempty"`
+	// Cause comes with a generation_ended of a batch whose commit was
+	// requested: the code the failure would have had (fenced, ...). The
+	// outcome is still unknown.
+	Cause string `json:"cause,omitempty"`
+
+	// RetryAfter is the Retry-After header of a too_many_requests reply
+	// (zero when absent).
+	RetryAfter time.Duration `json:"-"`
+}
+
+func (p *Problem) Error() string {
+	if p.Detail == "" {
+		return fmt.Sprintf("fencegate: %d %s", p.Status, p.Code)
+	}
+	return fmt.Sprintf("fencegate: %d %s: %s", p.Status, p.Code, p.Detail)
+}
+
+// ErrorCode returns the code of the gateway's reply inside err ("" when
+// err holds no Problem: nil, a transport error, a context error).
+func ErrorCode(err error) string {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p.Code
+	}
+	return ""
+}
+
+// retryAfter parses a Retry-After header given in seconds.
+func retryAfter(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+// reaction is what the SDK does about an answer. Renewal, produce, acquire
+// and release all read this one table, so they agree on what means lost
+// and what means "ask for a new generation" (docs/api.md, the answer
+// table).
+type reaction int
+
+const (
+	// refuse: a definite refusal the worker must fix (the request, the
+	// credentials, the size); retrying as is gets the same answer.
+	refuse reaction = iota
+	// lost: the generation is over and the lease may be someone else's.
+	lost
+	// regenerate: the session is gone (a drain, a restart) or the
+	// generation ended on an unknown outcome, but the lease is still the
+	// worker's: ask for a new generation with the current token.
+	regenerate
+	// follow: another live replica holds the session; resend to holder_url.
+	follow
+	// retry: nothing changed about ownership; send the same request again
+	// after a backoff (batch_aborted, 429, 503, 500, transport errors).
+	retry
+	// held: another owner holds the lease; only a waiting acquire retries.
+	held
+)
+
+// reactions maps every code to its reaction. A test of this package fails
+// when a Code constant is missing here.
+var reactions = map[string]reaction{
+	CodeInvalidRequest:   refuse,
+	CodeUnauthorized:     refuse,
+	CodeForbidden:        refuse,
+	CodeNotFound:         refuse,
+	CodePayloadTooLarge:  refuse,
+	CodeLeaseHeld:        held,
+	CodeLeaseLost:        lost,
+	CodeFenced:           lost,
+	CodeNotHolder:        regenerate,
+	CodeGenerationEnded:  regenerate,
+	CodeMisdirected:      follow,
+	CodeBatchAborted:     retry,
+	CodeTooManyRequests:  retry,
+	CodeKafkaUnavailable: retry,
+	CodeStoreUnavailable: retry,
+	CodeDraining:         retry,
+	CodeInternal:         retry,
+}
+
+// reactionTo classifies err, the error of one request. Transport errors
+// and timeouts are retried; a context that ended is not (the caller
+// checks its context before retrying).
+func reactionTo(err error) reaction {
+	var p *Problem
+	if !errors.As(err, &p) {
+		return retry // no answer: the caller's context and deadline decide
+	}
+	if r, ok := reactions[p.Code]; ok {
+		if r == follow && p.HolderURL == "" {
+			return retry
+		}
+		return r
+	}
+	// A reply without a known code (a proxy's 502, a newer gateway):
+	// a 5xx says nothing about ownership, a 4xx is a refusal.
+	if p.Status >= 500 {
+		return retry
+	}
+	return refuse
+}
+
+// definite reports whether an answer to a produce promises that nothing of
+// the batch is or will be committed: every 4xx except generation_ended,
+// and the 503s batch_aborted and draining.
+func definite(err error) bool {
+	var p *Problem
+	if !errors.As(err, &p) {
+		return false // a transport error or a timeout: no answer at all
+	}
+	switch {
+	case p.Code == CodeGenerationEnded:
+		return false
+	case p.Code == CodeBatchAborted, p.Code == CodeDraining:
+		return true
+	}
+	return p.Status >= 400 && p.Status < 500
+}
+
+// lostError is the error of a lost lease: it matches ErrLeaseLost and its
+// cause.
+type lostError struct{ cause error }
+
+func (e *lostError) Error() string   { return "fencegate: lease lost: " + e.cause.Error() }
+func (e *lostError) Unwrap() []error { return []error{ErrLeaseLost, e.cause} }

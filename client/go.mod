@@ -1,0 +1,3 @@
+module github.com/fencegate/fencegate/client
+
+go 1.26.0

@@ -1,0 +1,444 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Lease is an acquired lease, renewed in the background until Release or
+// loss. Its methods are safe for concurrent use.
+type Lease struct {
+	c    *Client
+	name string
+
+	// regen lets one new generation be asked for at a time: renewal and
+	// produce both ask after not_holder or generation_ended, and a second
+	// request with the same token would be refused (lease_lost) once the
+	// first succeeded.
+	regen sync.Mutex
+
+	mu       sync.Mutex
+	base     string // BaseURL, or the holder a 421 named
+	grant    Grant
+	deadline time.Time
+	renewErr error // the last failed renewal, for the cause of a passed deadline
+	err      error // non-nil once lost
+	lost     chan struct{}
+
+	ctx    context.Context // ends renewal requests on Release
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *Client) newLease(name string, g Grant, start time.Time) *Lease {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Lease{c: c, name: name, base: c.cfg.BaseURL, grant: g, deadline: start.Add(c.cfg.TTL),
+		lost: make(chan struct{}), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	go l.renewLoop()
+	return l
+}
+
+// Name returns the lease's name.
+func (l *Lease) Name() string { return l.name }
+
+// Grant returns the current generation. It changes when the SDK asks for a
+// new generation (after not_holder or generation_ended).
+func (l *Lease) Grant() Grant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.grant
+}
+
+// Deadline returns the local deadline: the start of the last successful
+// renewal or grant request plus the TTL. Past it the lease refuses to
+// produce and is lost.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Lost is closed once the lease can no longer write: lost, past its local
+// deadline, or released. Err says why.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err returns nil while the lease may write. Once Lost is closed it returns
+// an error matching ErrLeaseLost and its cause: a *Problem (lease_lost with
+// its Reason, or fenced), ErrDeadlinePassed (wrapping the last renewal's
+// error) or ErrReleased.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// loseLocked ends the lease with cause; l.mu is held.
+func (l *Lease) loseLocked(cause error) error {
+	if l.err == nil {
+		l.err = &lostError{cause: cause}
+		close(l.lost)
+	}
+	return l.err
+}
+
+// lose ends the lease with cause if token is still its current generation
+// and reports whether it did. A refusal of an older token (our own new
+// generation superseded it) is not a loss: the caller retries under the
+// current token.
+func (l *Lease) lose(token int64, cause error) (error, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil && l.grant.Token != token {
+		return nil, false
+	}
+	return l.loseLocked(cause), true
+}
+
+// check returns the current token and address if the lease may still
+// write. Past the local deadline the lease is lost (fail closed): the
+// gateway's lease may have expired, and another owner may hold it.
+func (l *Lease) check() (int64, string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil && !time.Now().Before(l.deadline) {
+		cause := ErrDeadlinePassed
+		if l.renewErr != nil {
+			cause = fmt.Errorf("%w (last renewal: %w)", ErrDeadlinePassed, l.renewErr)
+		}
+		l.loseLocked(cause)
+	}
+	if l.err != nil {
+		return 0, "", l.err
+	}
+	return l.grant.Token, l.base, nil
+}
+
+// extend moves the local deadline to start + TTL: the gateway extended the
+// lease after start, so its expiry is later.
+func (l *Lease) extend(start time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := start.Add(l.c.cfg.TTL); d.After(l.deadline) {
+		l.deadline = d
+	}
+	l.renewErr = nil
+}
+
+// follow sends the lease's next requests to the holder a 421 named.
+func (l *Lease) follow(err error) {
+	var p *Problem
+	if errors.As(err, &p) && p.HolderURL != "" {
+		l.mu.Lock()
+		l.base = p.HolderURL
+		l.mu.Unlock()
+	}
+}
+
+// rehome sends the lease's next requests to BaseURL again when the replica
+// at base (a holder a 421 named) drains or does not answer: behind a load
+// balancer they reach a replica that does.
+func (l *Lease) rehome(base string, err error) {
+	var p *Problem
+	if errors.As(err, &p) && p.Code != CodeDraining {
+		return
+	}
+	l.mu.Lock()
+	if l.base == base {
+		l.base = l.c.cfg.BaseURL
+	}
+	l.mu.Unlock()
+}
+
+// regenerate asks for a new generation with token, the generation that was
+// refused (not_holder, generation_ended). It is a no-op when another call
+// already moved the lease past token. lease_lost (or lease_held) means the
+// lease is gone: the lease is lost.
+func (l *Lease) regenerate(ctx context.Context, token int64) error {
+	l.regen.Lock()
+	defer l.regen.Unlock()
+	cur, base, err := l.check()
+	if err != nil || cur != token {
+		return err
+	}
+	g, start, err := l.c.grant(ctx, base, l.name, token)
+	if err == nil {
+		l.mu.Lock()
+		l.grant = g
+		l.mu.Unlock()
+		l.extend(start)
+		return nil
+	}
+	switch reactionTo(err) {
+	case lost, held:
+		lerr, _ := l.lose(token, err)
+		return lerr
+	case retry:
+		l.rehome(base, err)
+	}
+	return err
+}
+
+func (l *Lease) renewLoop() {
+	defer close(l.done)
+	failures := 0
+	wait := l.c.cfg.RenewEvery
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := l.renew()
+		if l.Err() != nil {
+			return
+		}
+		if err == nil {
+			failures, wait = 0, l.c.cfg.RenewEvery
+		} else {
+			failures++
+			wait = l.c.backoff(failures, err)
+		}
+		// Wake at the local deadline at the latest, to fail closed on time.
+		if until := time.Until(l.Deadline()); until < wait {
+			wait = max(until, 0)
+		}
+		t.Reset(wait)
+	}
+}
+
+// renew renews the current generation once, following a 421 and asking
+// for a new generation (which is also a renewal) on the spot. Every
+// request ends at the local deadline.
+func (l *Lease) renew() error {
+	var err error
+	for range 4 {
+		token, base, cerr := l.check()
+		if cerr != nil {
+			return cerr
+		}
+		ctx, cancel := context.WithDeadline(l.ctx, l.Deadline())
+		start := time.Now()
+		err = l.c.call(ctx, base, http.MethodPatch, "/v1/leases/"+url.PathEscape(l.name),
+			map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "ttl_ms": l.c.cfg.TTL.Milliseconds()}, nil)
+		if err == nil {
+			cancel()
+			l.extend(start)
+			return nil
+		}
+		l.mu.Lock()
+		l.renewErr = err
+		l.mu.Unlock()
+		switch reactionTo(err) {
+		case lost:
+			if lerr, ok := l.lose(token, err); ok {
+				cancel()
+				return lerr
+			}
+			// Our own new generation superseded token: renew that one.
+		case regenerate:
+			err = l.regenerate(ctx, token)
+			cancel()
+			return err
+		case follow:
+			l.follow(err)
+		case retry:
+			l.rehome(base, err)
+			cancel()
+			return err
+		default:
+			cancel()
+			return err
+		}
+		cancel()
+	}
+	return err
+}
+
+// Record is one record to produce; a nil Key or Value is a null one.
+// Header names starting with "fencegate-" are reserved.
+type Record struct {
+	Key, Value []byte
+	Headers    map[string]string
+}
+
+// Result says where a committed batch is.
+type Result struct {
+	Name string `json:"name"`
+	// Token is the generation that committed the batch: after a new
+	// generation it is later than the one the batch was first sent under.
+	Token         int64   `json:"token"`
+	Topic         string  `json:"topic"`
+	Partition     int32   `json:"partition"`
+	Offsets       []int64 `json:"offsets"`
+	ProducerEpoch int16   `json:"producer_epoch"`
+}
+
+type wireData struct {
+	Type string `json:"type"`
+	Data string `json:"data"`
+}
+
+type wireRecord struct {
+	Key     *wireData         `json:"key,omitempty"`
+	Value   *wireData         `json:"value,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+func binary(b []byte) *wireData {
+	if b == nil {
+		return nil
+	}
+	return &wireData{Type: "BINARY", Data: base64.StdEncoding.EncodeToString(b)}
+}
+
+func encodeRecords(recs []Record) []wireRecord {
+	out := make([]wireRecord, len(recs))
+	for i, r := range recs {
+		out[i] = wireRecord{Key: binary(r.Key), Value: binary(r.Value), Headers: r.Headers}
+	}
+	return out
+}
+
+// Produce writes recs as one batch, in one transaction, and returns where
+// it was committed. batchID (1 to 255 bytes) is the idempotency key:
+// retrying it never puts the batch in the ledger twice.
+//
+// Produce follows the answer table of the API until the batch is
+// committed, refused for good, the lease is lost, or ctx ends:
+//   - batch_aborted, too_many_requests, 5xx and transport errors: the same
+//     batch id again, on the same generation, after a backoff;
+//   - generation_ended, not_holder: a new generation with the current
+//     token, then the same batch id under it;
+//   - misdirected: the same request to the holder the 421 names;
+//   - lease_lost, fenced: the lease is lost (Err, Lost);
+//   - other 4xx: returned as a *Problem (fix the request).
+//
+// Every attempt starts before the lease's local deadline. When an error is
+// returned after an attempt whose outcome stayed unknown, it matches
+// ErrOutcomeUnknown: the batch may be committed.
+func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Result, error) {
+	path := "/v1/leases/" + url.PathEscape(l.name) + "/records"
+	records := encodeRecords(recs)
+	unknown := false
+	fail := func(err error) (Result, error) {
+		if unknown {
+			err = errors.Join(err, ErrOutcomeUnknown)
+		}
+		return Result{}, err
+	}
+	waits := 0
+	pause := func(err error) error {
+		waits++
+		if cerr := sleep(ctx, l.c.backoff(waits, err)); cerr != nil {
+			return fmt.Errorf("fencegate: produce %s: %w (last answer: %w)", batchID, cerr, err)
+		}
+		return nil
+	}
+	prev := refuse
+	for {
+		token, base, err := l.check()
+		if err != nil {
+			return fail(err)
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return fail(cerr)
+		}
+		var res Result
+		err = l.c.call(ctx, base, http.MethodPost, path, map[string]any{
+			"owner_id": l.c.cfg.Owner, "token": token, "batch_id": batchID, "records": records}, &res)
+		if err == nil {
+			return res, nil
+		}
+		unknown = unknown || !definite(err)
+		r := reactionTo(err)
+		again := r == prev // a second 421 or new generation in a row: the session is moving
+		prev = r
+		switch r {
+		case lost:
+			if lerr, ok := l.lose(token, err); ok {
+				return fail(lerr)
+			}
+			// Our own new generation superseded token (a renewal asked
+			// for it meanwhile): the same batch id under the current one.
+		case regenerate:
+			rerr := l.regenerate(ctx, token)
+			if lerr := l.Err(); lerr != nil {
+				return fail(lerr)
+			}
+			if rerr != nil || again {
+				if perr := pause(cmp.Or(rerr, err)); perr != nil {
+					return fail(perr)
+				}
+			}
+		case follow:
+			l.follow(err)
+			if again {
+				if perr := pause(err); perr != nil {
+					return fail(perr)
+				}
+			}
+		case retry:
+			l.rehome(base, err)
+			if perr := pause(err); perr != nil {
+				return fail(perr)
+			}
+		default:
+			return fail(err)
+		}
+	}
+}
+
+// Release stops renewing and releases the lease at the replica holding its
+// session (following a 421; retrying 503s and transport errors with
+// backoff until ctx ends). Afterwards the lease is lost with cause
+// ErrReleased, whatever the answer. Releasing a lease that is already lost
+// returns its error.
+func (l *Lease) Release(ctx context.Context) error {
+	l.cancel()
+	<-l.done
+	defer func() {
+		l.mu.Lock()
+		l.loseLocked(ErrReleased)
+		l.mu.Unlock()
+	}()
+	for n := 1; ; n++ {
+		token, base, err := l.check()
+		if err != nil {
+			return err
+		}
+		q := url.Values{"owner_id": {l.c.cfg.Owner}, "token": {strconv.FormatInt(token, 10)}}
+		err = l.c.call(ctx, base, http.MethodDelete, "/v1/leases/"+url.PathEscape(l.name)+"?"+q.Encode(), nil, nil)
+		if err == nil {
+			return nil
+		}
+		switch reactionTo(err) {
+		case follow:
+			l.follow(err)
+			if n > 1 {
+				if cerr := sleep(ctx, l.c.backoff(n, err)); cerr != nil {
+					return fmt.Errorf("fencegate: release %s: %w (last answer: %w)", l.name, cerr, err)
+				}
+			}
+		case retry:
+			l.rehome(base, err)
+			if cerr := sleep(ctx, l.c.backoff(n, err)); cerr != nil {
+				return fmt.Errorf("fencegate: release %s: %w (last answer: %w)", l.name, cerr, err)
+			}
+		case lost:
+			l.lose(token, err)
+			return err
+		default:
+			return err
+		}
+	}
+}
