@@ -25,6 +25,7 @@ test: ## run the whole suite with -race (installs and starts the throwaway Postg
 	@$(LINT_DEPLOY)
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd client && $(GO) test -race -count=1 ./... # the SDK is its own module: ./... above does not enter it
 
 lint: ## go vet, gofmt -l, staticcheck, the OpenAPI linter and the packaging checks (lint-deploy)
 	$(GO) vet ./...

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -317,5 +319,96 @@ func TestOpenAPICodesMatchTheServer(t *testing.T) {
 		if !strings.Contains(string(apiDoc), "`"+c+"`") {
 			t.Errorf("code %q is not in docs/api.md", c)
 		}
+	}
+}
+
+// sdkCodeConstants returns the SDK's list of problem codes: the string
+// constants named Code* of client/errors.go (the SDK is its own module and
+// cannot import the gateway's).
+func sdkCodeConstants(t testing.TB) []string {
+	t.Helper()
+	const path = "../client/errors.go"
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Code") {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					t.Fatalf("%s: %s is not a string literal", path, name.Name)
+				}
+				s, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				codes = append(codes, s)
+			}
+		}
+	}
+	if len(codes) == 0 {
+		t.Fatalf("no Code constants found in %s", path)
+	}
+	return codes
+}
+
+// TestSDKCodesMatchTheServer ties the third copy of the code list: the Go
+// SDK's Code constants are exactly the gateway's Code constants and the
+// document's Code enum, and the SDK's Problem has a field for every member
+// of the document's Problem schema (and none it lacks).
+func TestSDKCodesMatchTheServer(t *testing.T) {
+	t.Parallel()
+	doc := loadContract(t)
+	server := codeConstants(t)
+	sdk := sdkCodeConstants(t)
+	var enum []string
+	for _, v := range doc.Components.Schemas["Code"].Value.Enum {
+		enum = append(enum, v.(string))
+	}
+	for _, lists := range []struct {
+		name string
+		list []string
+	}{{"gateway/errors.go", server}, {openapiPath + " (Code enum)", enum}} {
+		for _, c := range lists.list {
+			if !slices.Contains(sdk, c) {
+				t.Errorf("code %q of %s is missing from the SDK (client/errors.go)", c, lists.name)
+			}
+		}
+		for _, c := range sdk {
+			if !slices.Contains(lists.list, c) {
+				t.Errorf("code %q of the SDK (client/errors.go) is not in %s", c, lists.name)
+			}
+		}
+	}
+	if len(sdk) != len(slices.Compact(slices.Sorted(slices.Values(sdk)))) {
+		t.Errorf("the SDK lists a code twice: %v", sdk)
+	}
+
+	var fields []string
+	pt := reflect.TypeFor[client.Problem]()
+	for i := range pt.NumField() {
+		name, _, _ := strings.Cut(pt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			fields = append(fields, name)
+		}
+	}
+	var members []string
+	for name := range doc.Components.Schemas["Problem"].Value.Properties {
+		members = append(members, name)
+	}
+	slices.Sort(fields)
+	slices.Sort(members)
+	if !slices.Equal(fields, members) {
+		t.Errorf("client.Problem's JSON fields %v differ from the members of the document's Problem schema %v", fields, members)
 	}
 }

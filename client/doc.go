@@ -1,0 +1,61 @@
+// Package client is the Go SDK for fencegate workers: acquire a lease, keep
+// it renewed, produce batches, release. It speaks only the HTTP API
+// (docs/api.md in the fencegate repository) and imports only the standard
+// library, so a worker does not pull the gateway's dependencies.
+//
+// # What a worker may rely on
+//
+// Safety never depends on this package: the gateway's epoch fence and the
+// materializer's barrier hold whatever a worker does. What the SDK adds is
+// that a worker following it never loses an acknowledged batch, never has
+// a batch in the ledger twice, and stops writing when it may no longer own
+// the lease:
+//
+//   - Fail closed. Each lease keeps a local deadline: the start of the last
+//     successful renewal or grant request plus the TTL, which is never later
+//     than the gateway's expiry. No produce attempt starts after it, and
+//     once it passes the lease is lost (ErrDeadlinePassed, wrapping the last
+//     renewal's error). Renewal requests end at the deadline too.
+//   - One reaction table. Acquire, renewal, Produce and Release read the
+//     same table of answers (the answer table of docs/api.md):
+//     lease_lost and fenced mean lost; generation_ended and not_holder mean
+//     "ask for a new generation with the current token" (a renewal that
+//     gets them renews that way and Lost stays open); misdirected (421)
+//     means resend to holder_url; batch_aborted, too_many_requests (after
+//     Retry-After), 5xx and transport errors mean retry with backoff; the
+//     other 4xx are returned to the caller. A lease_lost or fenced answer to
+//     a token the SDK itself already replaced by a new generation is not a
+//     loss: the request is sent again under the current token.
+//   - Produce retries a batch under the same batch id until it is
+//     committed, refused for good, the lease is lost, or the context ends.
+//     The batch id is the idempotency key: the gateway answers a retry in
+//     the same generation with the original offsets, and the ledger keeps a
+//     batch retried under a new generation once. An error returned after an
+//     attempt whose outcome stayed unknown matches ErrOutcomeUnknown.
+//   - Several replicas. Config.BaseURL is a load balancer or a replica. A
+//     lease follows a 421 to the replica holding its session and comes back
+//     to BaseURL when that replica answers draining or does not answer, so
+//     a drain (SIGTERM) or a restart of the holding replica moves the lease
+//     with its current token, without a TTL wait and without closing Lost.
+//   - One new generation at a time per lease: renewal and Produce share it,
+//     so they never race two requests with the same token.
+//   - Lost is closed once the lease can no longer write; Err says why: a
+//     *Problem (lease_lost with its Reason, fenced), ErrDeadlinePassed or
+//     ErrReleased, each also matching ErrLeaseLost. Lost is a notification:
+//     a worker that misses it is still refused by the SDK and the gateway.
+//   - Acquire retries answers that granted nothing (draining, 429, 503,
+//     500, transport errors) until its context ends; AcquireWait also waits
+//     while another owner holds the lease (lease_held).
+//
+// What it does not promise: a new generation whose answer was lost (a
+// transport error on the request) may leave the SDK's token superseded, and
+// the next answer is then lease_lost: the lease is lost although the gateway
+// still holds it for this owner until it expires. Fail closed is the choice
+// here; re-acquire (AcquireWait) to go on.
+//
+// # Codes
+//
+// Switch on ErrorCode(err), never on Problem.Detail. The Code constants are
+// the gateway's list; a test of the fencegate module fails when the SDK, the
+// gateway and api/openapi.yaml disagree.
+package client
