@@ -27,7 +27,11 @@ type Server struct {
 	limit *limiter
 }
 
-const clientKey = "fencegate.client"
+const (
+	clientKey = "fencegate.client"
+	// bodyReadKey marks a request whose body the handler started reading.
+	bodyReadKey = "fencegate.body-read"
+)
 
 // NewServer builds the HTTP handler.
 func NewServer(g *Gateway, auth *Authenticator) *Server {
@@ -132,6 +136,7 @@ func leaseParam(c echo.Context) (string, error) {
 }
 
 func (s *Server) body(c echo.Context) ([]byte, error) {
+	c.Set(bodyReadKey, true)
 	b, err := readBody(c.Request().Body, c.Request().ContentLength, s.g.cfg.Limits.MaxRequestBytes)
 	if err != nil {
 		return nil, err
@@ -330,6 +335,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	if e.Code == CodeTooManyRequests {
 		c.Response().Header().Set("Retry-After", "1")
+	}
+	// Refused before its body was read (429, 401, 403, 413 by declared
+	// length): close the connection instead of letting net/http drain the
+	// body first, which a slow client would stretch to the read timeout
+	// and delay the answer by as much.
+	if r := c.Request(); r.ContentLength != 0 && c.Get(bodyReadKey) == nil {
+		c.Response().Header().Set("Connection", "close")
 	}
 	c.Response().WriteHeader(status)
 	_ = json.NewEncoder(c.Response()).Encode(doc)

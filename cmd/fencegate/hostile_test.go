@@ -207,3 +207,50 @@ func TestHostileClients(t *testing.T) {
 		t.Errorf("held connections cut after %v, read timeout %v", cut, readTO)
 	}
 }
+
+// TestTotalInFlightCap: the total cap holds across clients and before
+// authentication: with --max-inflight 4 held by two clients' slow
+// requests, a third client and a request with a bad token are answered
+// 429 with Retry-After, and a slot frees when a held request ends.
+func TestTotalInFlightCap(t *testing.T) {
+	addr := startServe(t, gateway.ServerConfig{ReadTimeout: 30 * time.Second, MaxInFlight: 4, MaxInFlightPerClient: 64})
+	var held []net.Conn
+	for i := range 4 {
+		token := []string{"ops-token", "other-token"}[i%2]
+		c := slowRequest(t, addr, token, 1<<20)
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The held requests are in flight once the server started reading
+	// them; poll until a fifth is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := slowRequest(t, addr, "not-a-token", 10)
+		s, ra := answer(c, 2*time.Second)
+		c.Close()
+		if s == http.StatusTooManyRequests && ra == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a fifth request past --max-inflight 4: %d %q, want 429 with Retry-After", s, ra)
+		}
+	}
+	// Ending one held request frees its slot.
+	held[0].Close()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/leases", nil)
+		req.Header.Set("Authorization", "Bearer other-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if resp.StatusCode != http.StatusTooManyRequests || time.Now().After(deadline) {
+			t.Fatalf("after a held request ended: %d", resp.StatusCode)
+		}
+	}
+}
