@@ -73,6 +73,18 @@ type commonFlags struct {
 func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
 	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
 	fs.StringVar(&f.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	f.registerKafka(fs, principal)
+	fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file (required; `fencegate dev` uses deploy/dev/fencegate.yaml)")
+	secretVar(fs, &f.barrierKey, "barrier-key", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer; "+
+		"a comma-separated list signs with the first and verifies with any (rotation)")
+	fs.StringVar(&f.barrierKeyFile, "barrier-key-file", "", "file holding the barrier key(s), one a line, the signing key first")
+	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
+}
+
+// registerKafka registers the Kafka connection flags other than the
+// brokers (docs/security.md).
+func (f *commonFlags) registerKafka(fs *flag.FlagSet, principal string) {
 	fs.StringVar(&f.kafka.SecurityProtocol, "kafka-security-protocol", "",
 		"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: SASL_PLAINTEXT with a SASL mechanism, else PLAINTEXT)")
 	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
@@ -82,12 +94,6 @@ func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
 	fs.StringVar(&f.kafka.CAFile, "kafka-ca-file", "", "PEM CAs of the brokers' certificates (SSL, SASL_SSL; empty: system roots)")
 	fs.StringVar(&f.kafka.CertFile, "kafka-cert-file", "", "PEM client certificate for mutual TLS with the brokers")
 	fs.StringVar(&f.kafka.KeyFile, "kafka-key-file", "", "PEM key (unencrypted) of --kafka-cert-file")
-	fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file (required; `fencegate dev` uses deploy/dev/fencegate.yaml)")
-	secretVar(fs, &f.barrierKey, "barrier-key", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer; "+
-		"a comma-separated list signs with the first and verifies with any (rotation)")
-	fs.StringVar(&f.barrierKeyFile, "barrier-key-file", "", "file holding the barrier key(s), one a line, the signing key first")
-	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
-	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
 }
 
 // kafkaConn is the Kafka connection of the flags.

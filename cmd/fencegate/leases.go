@@ -22,7 +22,9 @@ func runLeases(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fs := flagSet("leases "+args[0], stderr)
 	gw := fs.String("gateway", "http://127.0.0.1:8080", "gateway URL")
-	token := fs.String("token", "dev-token", "bearer token (env FENCEGATE_TOKEN)")
+	token := new(string)
+	*token = "dev-token"
+	secretVar(fs, token, "token", "bearer token (default dev-token, the development token)")
 	prefix := fs.String("prefix", "", "lease name prefix (list)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err

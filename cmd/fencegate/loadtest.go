@@ -23,9 +23,13 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	replicas := fs.Int("replicas", 1, "with --embedded: gateway replicas; more than 1 runs each as a child process (--freeze-replica-every needs 2)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
 	brokers := fs.String("kafka", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
+	var kf commonFlags
+	kf.registerKafka(fs, "harness")
 	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres: the server for --embedded, the gateway's database otherwise")
 	cfgPath := fs.String("config", "deploy/dev/fencegate.yaml", "the gateway's routes file (without --embedded)")
-	token := fs.String("token", "dev-token", "workers' bearer token (without --embedded)")
+	token := new(string)
+	*token = "dev-token"
+	secretVar(fs, token, "token", "workers' bearer token (without --embedded; default dev-token, the development token)")
 	scenario := fs.String("scenario", "", "YAML scenario file (replaces the scenario flags)")
 	jsonOut := fs.String("json", "", "write the JSON report here")
 	htmlOut := fs.String("html", "", "write the HTML report here")
@@ -58,7 +62,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if sc.FreezeReplicaEvery > 0 && *replicas < 2 {
 		*replicas = 2
 	}
-	stack, err := openStack(ctx, *embedded, *child, *replicas, *gw, *brokers, *dbURL, *cfgPath, *token, log)
+	kf.brokers = *brokers
+	stack, err := openStack(ctx, *embedded, *child, *replicas, *gw, kf.kafkaConn(), *dbURL, *cfgPath, *token, log)
 	if err != nil {
 		return err
 	}
@@ -81,7 +86,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-func openStack(ctx context.Context, embedded, child bool, replicas int, gw, brokers, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
+func openStack(ctx context.Context, embedded, child bool, replicas int, gw string, conn kafkaconn.Config, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
 	if embedded && (child || replicas > 1) {
 		exe, err := os.Executable()
 		if err != nil {
@@ -99,7 +104,10 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw, brok
 	if err != nil {
 		return nil, err
 	}
-	return loadtest.External(ctx, gw, kafkaconn.Config{Brokers: brokers}, dbURL, token, router)
+	if err := conn.Validate(); err != nil {
+		return nil, err
+	}
+	return loadtest.External(ctx, gw, conn, dbURL, token, router)
 }
 
 func writeReports(rep *loadtest.Report, jsonPath, htmlPath string) error {

@@ -26,7 +26,7 @@ func TestServeAndOperatorCommands(t *testing.T) {
 	k := kafkatest.Start(t, "shard-output", 16)
 	cfg := filepath.Join(t.TempDir(), "fencegate.yaml")
 	yaml := fmt.Sprintf("transactional_id_prefix: t\nroutes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 16}\n"+
-		"clients:\n  - {name: ops, token_sha256: %s, allow: [\"*\"]}\n", gateway.HashToken("ops-token"))
+		"clients:\n  - {name: ops, token_sha256: %s, allow: [\"*\"]}\n", gateway.HashToken("dev-token"))
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestServeAndOperatorCommands(t *testing.T) {
 	}
 	base := "http://" + addr
 	req, _ := http.NewRequest("POST", base+"/v1/leases", strings.NewReader(`{"name":"shard:42","owner_id":"ix-1","ttl_ms":60000}`))
-	req.Header.Set("Authorization", "Bearer ops-token")
+	req.Header.Set("Authorization", "Bearer dev-token")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusCreated {
 		t.Fatalf("acquire: %v %v", resp, err)
@@ -53,14 +53,14 @@ func TestServeAndOperatorCommands(t *testing.T) {
 	resp.Body.Close()
 
 	var out, errb bytes.Buffer
-	if code := run(ctx, []string{"leases", "list", "--gateway", base, "--token", "ops-token", "--prefix", "shard:"}, &out, &errb); code != 0 {
+	if code := run(ctx, []string{"leases", "list", "--gateway", base, "--prefix", "shard:"}, &out, &errb); code != 0 {
 		t.Fatalf("leases list: %d %s", code, errb.String())
 	}
 	if !strings.Contains(out.String(), "shard:42") || !strings.Contains(out.String(), "ix-1") || !strings.Contains(out.String(), "active") {
 		t.Fatalf("leases list output:\n%s", out.String())
 	}
 	out.Reset()
-	if code := run(ctx, []string{"leases", "show", "--gateway", base, "--token", "ops-token", "shard:42"}, &out, &errb); code != 0 {
+	if code := run(ctx, []string{"leases", "show", "--gateway", base, "shard:42"}, &out, &errb); code != 0 {
 		t.Fatalf("leases show: %d %s", code, errb.String())
 	}
 	for _, want := range []string{"owner:       ix-1", "activated", "acquired", "epoch:       0"} {

@@ -35,6 +35,8 @@ func TestSecretsNeverInArgv(t *testing.T) {
 		{"serve", "-barrier-key=" + value},
 		{"materialize", "--kafka-sasl-password", value},
 		{"dev", "--barrier-key=" + value},
+		{"leases", "list", "--token", value},
+		{"loadtest", "--token=" + value},
 	} {
 		var stderr bytes.Buffer
 		code := run(context.Background(), args, &bytes.Buffer{}, &stderr)
