@@ -219,6 +219,6 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, cfg gatewa
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	log.Info("gateway stopped")
+	log.Info("stopped", "addr", ln.Addr().String())
 	return nil
 }
