@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -204,18 +205,20 @@ func (c *Client) AcquireWait(ctx context.Context, name string) (*Lease, error) {
 }
 
 func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lease, error) {
+	var last error // the last answer, for the error after ctx ends
 	for n := 1; ; n++ {
 		g, start, err := c.grant(ctx, c.cfg.BaseURL, name, 0)
 		if err == nil {
 			return c.newLease(name, g, start), nil
 		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("fencegate: acquire %s: %w (last answer: %w)", name, cerr, cmp.Or(last, err))
+		}
+		last = err
 		switch r := reactionTo(err); {
 		case r == retry, r == held && wait:
 		default:
 			return nil, err
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, fmt.Errorf("fencegate: acquire %s: %w (last answer: %w)", name, cerr, err)
 		}
 		if cerr := sleep(ctx, c.backoff(n, err)); cerr != nil {
 			return nil, fmt.Errorf("fencegate: acquire %s: %w (last answer: %w)", name, cerr, err)

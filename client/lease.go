@@ -336,13 +336,11 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 		}
 		return Result{}, err
 	}
+	var last error // the last answer, for the error after ctx ends
 	waits := 0
 	pause := func(err error) error {
 		waits++
-		if cerr := sleep(ctx, l.c.backoff(waits, err)); cerr != nil {
-			return fmt.Errorf("fencegate: produce %s: %w (last answer: %w)", batchID, cerr, err)
-		}
-		return nil
+		return sleep(ctx, l.c.backoff(waits, err))
 	}
 	prev := refuse
 	for {
@@ -351,7 +349,10 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 			return fail(err)
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			return fail(cerr)
+			if last == nil {
+				return fail(cerr)
+			}
+			return fail(fmt.Errorf("fencegate: produce %s: %w (last answer: %w)", batchID, cerr, last))
 		}
 		var res Result
 		err = l.c.call(ctx, base, http.MethodPost, path, map[string]any{
@@ -360,6 +361,9 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 			return res, nil
 		}
 		unknown = unknown || !definite(err)
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
 		r := reactionTo(err)
 		again := r == prev // a second 421 or new generation in a row: the session is moving
 		prev = r
@@ -376,22 +380,16 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 				return fail(lerr)
 			}
 			if rerr != nil || again {
-				if perr := pause(cmp.Or(rerr, err)); perr != nil {
-					return fail(perr)
-				}
+				_ = pause(cmp.Or(rerr, err)) // a context that ended is reported above
 			}
 		case follow:
 			l.follow(err)
 			if again {
-				if perr := pause(err); perr != nil {
-					return fail(perr)
-				}
+				_ = pause(err)
 			}
 		case retry:
 			l.rehome(base, err)
-			if perr := pause(err); perr != nil {
-				return fail(perr)
-			}
+			_ = pause(err)
 		default:
 			return fail(err)
 		}

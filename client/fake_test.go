@@ -1,0 +1,218 @@
+package client_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeGateway answers the SDK as one lease of a gateway would, except for
+// the replies a test scripts: those are the real gateway's replies,
+// recorded in testdata/replies (sdktest's TestRecordedRepliesMatchTheGateway
+// keeps them true). Claims about the real gateway are tested in sdktest;
+// these tests are about what the SDK does with each answer.
+type fakeGateway struct {
+	srv, other *httptest.Server // other: a second replica's address, for 421
+
+	mu     sync.Mutex
+	token  int64
+	owner  string
+	offset int64
+	script map[string][]string // kind -> replies to send before the normal answer
+	log    []string            // "kind token [batch] @server"
+}
+
+// Request kinds.
+const (
+	kAcquire    = "acquire"
+	kRegenerate = "regenerate"
+	kRenew      = "renew"
+	kProduce    = "produce"
+	kRelease    = "release"
+)
+
+// newFakeGateway starts the fake; tb (a test, or nil for an example)
+// closes it at its end, after the test's own cleanups.
+func newFakeGateway(tb testing.TB) *fakeGateway {
+	f := &fakeGateway{script: map[string][]string{}}
+	f.srv = httptest.NewServer(f.handler("a"))
+	f.other = httptest.NewServer(f.handler("b"))
+	if tb != nil {
+		tb.Cleanup(f.Close)
+	}
+	return f
+}
+
+func (f *fakeGateway) Close() { f.srv.Close(); f.other.Close() }
+
+// answer scripts replies (recorded names, "transport", or a code to
+// synthesize) for the next requests of kind.
+func (f *fakeGateway) answer(kind string, replies ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.script[kind] = append(f.script[kind], replies...)
+}
+
+func (f *fakeGateway) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.log...)
+}
+
+func (f *fakeGateway) count(prefix string) int {
+	n := 0
+	for _, r := range f.requests() {
+		if strings.HasPrefix(r, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fakeGateway) handler(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Name    string `json:"name"`
+			Owner   string `json:"owner_id"`
+			Token   int64  `json:"token"`
+			BatchID string `json:"batch_id"`
+			Records []any  `json:"records"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		kind := ""
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases" && body.Token == 0:
+			kind = kAcquire
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases":
+			kind = kRegenerate
+		case r.Method == http.MethodPatch:
+			kind = kRenew
+		case r.Method == http.MethodPost:
+			kind = kProduce
+		case r.Method == http.MethodDelete:
+			kind = kRelease
+			body.Token, _ = strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
+		}
+		f.mu.Lock()
+		f.log = append(f.log, strings.Join(slices.DeleteFunc([]string{kind, strconv.FormatInt(body.Token, 10), body.BatchID, "@" + name},
+			func(s string) bool { return s == "" }), " "))
+		var scripted string
+		if q := f.script[kind]; len(q) > 0 {
+			scripted, f.script[kind] = q[0], q[1:]
+		}
+		if scripted != "" {
+			f.mu.Unlock()
+			f.reply(w, scripted)
+			return
+		}
+		defer f.mu.Unlock()
+		lost := func() { f.replyLocked(w, "lease_lost_session") }
+		switch kind {
+		case kAcquire:
+			f.token++
+			f.owner = body.Owner
+			f.grantLocked(w, body.Name, http.StatusCreated)
+		case kRegenerate:
+			if body.Token != f.token {
+				lost()
+				return
+			}
+			f.token++
+			f.grantLocked(w, body.Name, http.StatusCreated)
+		case kRenew:
+			if body.Token != f.token {
+				lost()
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"name": "shard:1", "token": f.token, "expires_at": time.Now().Add(time.Minute)})
+		case kProduce:
+			if body.Token != f.token {
+				lost()
+				return
+			}
+			offs := make([]int64, len(body.Records))
+			for i := range offs {
+				offs[i] = f.offset
+				f.offset++
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"name": "shard:1", "token": f.token, "topic": "shard-output",
+				"partition": 1, "offsets": offs, "producer_epoch": f.token})
+		case kRelease:
+			if body.Token != f.token {
+				lost()
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+}
+
+func (f *fakeGateway) grantLocked(w http.ResponseWriter, name string, status int) {
+	writeJSON(w, status, map[string]any{"name": name, "owner_id": f.owner, "token": f.token,
+		"expires_at": time.Now().Add(time.Minute), "ttl_ms": 60000, "topic": "shard-output", "partition": 1,
+		"transactional_id": "fencegate/" + name, "producer_id": 7, "producer_epoch": f.token})
+}
+
+func (f *fakeGateway) reply(w http.ResponseWriter, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.replyLocked(w, name)
+}
+
+// replyLocked sends a recorded reply (holder_url pointed at the other
+// replica), drops the connection ("transport"), or synthesizes a problem
+// for a code without a recording.
+func (f *fakeGateway) replyLocked(w http.ResponseWriter, name string) {
+	if name == "transport" {
+		panic(http.ErrAbortHandler)
+	}
+	doc := map[string]any{}
+	raw, err := os.ReadFile(filepath.Join("testdata", "replies", name+".json"))
+	if err == nil {
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			panic(err)
+		}
+	} else {
+		status := map[string]int{"batch_aborted": 503, "store_unavailable": 503, "kafka_unavailable": 503,
+			"too_many_requests": 429, "internal": 500}[name]
+		if status == 0 {
+			panic("no recorded reply " + name)
+		}
+		doc = map[string]any{"type": "https://fencegate.dev/problems/" + name, "title": http.StatusText(status),
+			"status": status, "code": name}
+	}
+	if _, ok := doc["holder_url"]; ok {
+		doc["holder_url"] = f.other.URL
+	}
+	if doc["code"] == "too_many_requests" {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	writeJSON(w, int(toFloat(doc["status"])), doc)
+}
+
+func toFloat(v any) float64 {
+	switch n := v.(type) {
+	case float64:
+		return n
+	case int:
+		return float64(n)
+	}
+	return 500
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
