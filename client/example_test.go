@@ -1,0 +1,151 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+)
+
+// gatewayURL starts a stand-in for a gateway (fake_test.go: it answers as
+// one lease of the real gateway would, plus the recorded replies an
+// example scripts) and returns its address. A worker passes its load
+// balancer's address instead, e.g. "http://fencegate:8080".
+func gatewayURL(script map[string][]string) string {
+	f := newFakeGateway(nil)
+	for kind, replies := range script {
+		f.answer(kind, replies...)
+	}
+	return f.srv.URL
+}
+
+// A worker's life: acquire a lease, produce batches while Lost is open,
+// release.
+func Example() {
+	c, err := client.New(client.Config{
+		BaseURL: gatewayURL(nil),
+		Token:   "worker-token",
+		Owner:   "indexer-17", // stable across restarts: batch ids are scoped to it
+		TTL:     10 * time.Second,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := c.AcquireWait(ctx, "shard:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(ctx)
+
+	for i := range 3 {
+		select {
+		case <-lease.Lost():
+			log.Fatalf("stop writing: %v", lease.Err())
+		default:
+		}
+		batchID := fmt.Sprintf("doc-%d", i) // derived from the input: a retry reuses it
+		res, err := lease.Produce(ctx, batchID, []client.Record{
+			{Key: []byte("doc"), Value: []byte("payload"), Headers: map[string]string{"app": "indexer"}},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s committed under token %d at offsets %v\n", batchID, res.Token, res.Offsets)
+	}
+	// Output:
+	// doc-0 committed under token 1 at offsets [0]
+	// doc-1 committed under token 1 at offsets [1]
+	// doc-2 committed under token 1 at offsets [2]
+}
+
+// A commit whose outcome is unknown (409 generation_ended: the broker did
+// not answer the commit in time) is retried by Produce under a new
+// generation, with the same batch id; the ledger keeps the batch once.
+func ExampleLease_Produce_ambiguousCommit() {
+	base := gatewayURL(map[string][]string{kProduce: {"generation_ended"}})
+	c, _ := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-17"})
+	ctx := context.Background()
+	lease, err := c.Acquire(ctx, "shard:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(ctx)
+	first := lease.Grant().Token
+
+	res, err := lease.Produce(ctx, "doc-0", []client.Record{{Value: []byte("payload")}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("sent under token %d, committed under token %d (the lease's token is now %d)\n", first, res.Token, lease.Grant().Token)
+	// Output:
+	// sent under token 1, committed under token 2 (the lease's token is now 2)
+}
+
+// AcquireWait waits while another owner holds the lease (409 lease_held),
+// until it is granted or the context ends.
+func ExampleClient_AcquireWait() {
+	base := gatewayURL(map[string][]string{kAcquire: {"lease_held", "lease_held"}})
+	c, _ := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-17"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lease, err := c.AcquireWait(ctx, "shard:42")
+	if err != nil {
+		// After ctx ends, err matches ctx.Err() and the last answer:
+		// client.ErrorCode(err) == client.CodeLeaseHeld.
+		log.Fatal(err)
+	}
+	defer lease.Release(context.Background())
+	fmt.Println("granted token", lease.Grant().Token)
+	// Output:
+	// granted token 1
+}
+
+// Switch on the code of an error reply, never on its detail.
+func ExampleErrorCode() {
+	base := gatewayURL(map[string][]string{kAcquire: {"lease_held"}})
+	c, _ := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-04"})
+
+	_, err := c.Acquire(context.Background(), "shard:100")
+	switch client.ErrorCode(err) {
+	case client.CodeLeaseHeld:
+		var p *client.Problem
+		errors.As(err, &p)
+		fmt.Printf("held by %s until its expiry\n", p.HolderOwnerID)
+	case "":
+		fmt.Println("no answer from the gateway:", err)
+	default:
+		fmt.Println("refused:", err)
+	}
+	// Output:
+	// held by w1 until its expiry
+}
+
+// Lost is closed once the lease can no longer write; Err says why.
+func ExampleLease_Lost() {
+	base := gatewayURL(map[string][]string{kRenew: {"lease_lost_not_owner"}})
+	c, _ := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-17",
+		TTL: time.Second, RenewEvery: 100 * time.Millisecond})
+	lease, err := c.Acquire(context.Background(), "shard:100")
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	<-lease.Lost() // a worker selects on it next to its work
+	var p *client.Problem
+	switch err := lease.Err(); {
+	case errors.As(err, &p):
+		fmt.Printf("lost: %s (%s)\n", p.Code, p.Reason)
+	case errors.Is(err, client.ErrDeadlinePassed):
+		fmt.Println("lost: no renewal got through before the local deadline")
+	}
+	_, err = lease.Produce(context.Background(), "doc-9", []client.Record{{Value: []byte("late")}})
+	fmt.Println(errors.Is(err, client.ErrLeaseLost))
+	// Output:
+	// lost: lease_lost (not_owner)
+	// true
+}
