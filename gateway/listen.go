@@ -30,7 +30,7 @@ type ServerConfig struct {
 	MaxHeaderBytes int
 	// MaxInFlight bounds the API requests served at once (default 1024);
 	// MaxInFlightPerClient bounds those of one authenticated client
-	// (default 64). Beyond either: 429 too_many_requests with Retry-After.
+	// (default 256). Beyond either: 429 too_many_requests with Retry-After.
 	MaxInFlight          int
 	MaxInFlightPerClient int
 	// TLSCertFile and TLSKeyFile turn on HTTPS; both are re-read when
@@ -69,7 +69,7 @@ func (c *ServerConfig) fill() {
 		c.MaxInFlight = 1024
 	}
 	if c.MaxInFlightPerClient == 0 {
-		c.MaxInFlightPerClient = 64
+		c.MaxInFlightPerClient = 256
 	}
 }
 

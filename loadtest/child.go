@@ -100,7 +100,8 @@ func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*chi
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	args := []string{"serve", "--listen", addr, "--advertise-url", "http://" + addr,
-		"--database-url", s.DatabaseURL, "--config", cfg, "--replica", replica, "--min-ttl", "100ms"}
+		"--database-url", s.DatabaseURL, "--config", cfg, "--replica", replica, "--min-ttl", "100ms",
+		"--max-inflight", fmt.Sprint(harnessLimits.MaxInFlight), "--max-inflight-per-client", fmt.Sprint(harnessLimits.MaxInFlightPerClient)}
 	args = append(args, kafkaArgs(s.Kafka)...)
 	env := append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
 	if s.Kafka.SASLPassword != "" {

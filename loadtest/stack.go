@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -38,6 +37,11 @@ const (
 	// commitTimeout of the embedded gateway; ambiguity holds EndTxn longer.
 	commitTimeout = 2 * time.Second
 )
+
+// harnessLimits are the gateway's HTTP limits in the harness: the defaults
+// but for the in-flight caps, which many workers behind one token would
+// otherwise meet (the caps have their own test, TestHostileClients).
+var harnessLimits = gateway.ServerConfig{MaxInFlight: 1 << 16, MaxInFlightPerClient: 1 << 16}
 
 // Stack is what a run drives: a gateway URL, the brokers and the database.
 type Stack struct {
@@ -206,7 +210,16 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 		g.Close()
 		return err
 	}
-	srv := &http.Server{Handler: gateway.NewServer(g, auth), ReadHeaderTimeout: 10 * time.Second}
+	// The listener of `fencegate serve` (timeouts), its in-flight caps
+	// lifted: every worker of the harness shares one token.
+	api := gateway.NewServer(g, auth)
+	api.Limit(harnessLimits)
+	srv, err := harnessLimits.HTTPServer(api, log.With("component", "gateway"))
+	if err != nil {
+		g.Close()
+		_ = ln.Close()
+		return err
+	}
 	go func() { _ = srv.Serve(ln) }()
 	s.GatewayURL = "http://" + ln.Addr().String()
 	s.gw = g
