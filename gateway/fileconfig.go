@@ -21,6 +21,11 @@ import (
 //	  - name: dev-worker
 //	    token_sha256: <hex sha-256 of the bearer token>
 //	    allow: ["*"]
+//	  - name: indexers
+//	    certificate_cn: indexer.workers.example  # with --tls-client-ca
+//	    allow: ["shard:*"]
+//
+// allow governs reads (GET /v1/leases...) as it governs writes.
 type FileConfig struct {
 	TransactionalIDPrefix string         `yaml:"transactional_id_prefix"`
 	Routes                []txnmap.Route `yaml:"routes"`
