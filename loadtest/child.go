@@ -174,13 +174,18 @@ func (c *childGateway) signal(sig os.Signal) {
 	}
 }
 
-// freeze is the replica-freeze fault: SIGSTOP for d (the process sees no
-// time pass on its own, but its monotonic clock moves), then SIGCONT. It
-// always resumes the child, also when ctx ends during the pause.
-func (c *childGateway) freeze(ctx context.Context, d time.Duration) {
+// freeze is the replica-freeze fault: SIGSTOP for at least d and until
+// overtaken reports true or 2d passed (the process sees no time pass on
+// its own, but its monotonic clock moves), then SIGCONT. It always resumes
+// the child.
+func (c *childGateway) freeze(overtaken func() bool, d time.Duration) {
 	c.signal(syscall.SIGSTOP)
 	defer c.signal(syscall.SIGCONT)
+	ctx := context.Background()
 	wait(ctx, d)
+	for end := time.Now().Add(d); !overtaken() && time.Now().Before(end); {
+		wait(ctx, 50*time.Millisecond)
+	}
 }
 
 // killAndRestart is the gateway-kill fault.

@@ -97,8 +97,8 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 			// Contenders of a lease start on different replicas, so that
 			// one of them takes the lease over while the other's replica
 			// is frozen.
-			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r,
-				gw: r.client(urls[(l+i)%len(urls)])}
+			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r}
+			w.gw.Store(r.client(urls[(l+i)%len(urls)]))
 			ws = append(ws, w)
 			wg.Add(1)
 			go func() { defer wg.Done(); w.run(pctx) }()
@@ -141,10 +141,38 @@ func (r *runner) client(url string) *client {
 // freezeReplica pauses the next replica in turn (FM25): its sessions stop
 // mid-batch, their leases expire and move to the contenders on the other
 // replica, and it resumes to find its producers fenced.
+//
+// The pause lasts ReplicaPause, and then until one of the leases held on
+// the frozen replica has been taken over (at most ReplicaPause more): a
+// handover slowed down by load must not turn the round into a plain
+// pause that the local deadline alone refuses.
 func (r *runner) freezeReplica() {
 	n := r.st.replicaFreezes.Add(1)
-	c := r.stack.children[int(n-1)%len(r.stack.children)]
-	c.freeze(context.Background(), r.sc.ReplicaPause)
+	i := int(n-1) % len(r.stack.children)
+	held := r.heldOn(r.stack.GatewayURLs[i])
+	r.stack.children[i].freeze(func() bool {
+		for lease, token := range held {
+			if r.st.latestGrant(lease) > token {
+				return true
+			}
+		}
+		return len(held) == 0
+	}, r.sc.ReplicaPause)
+}
+
+// heldOn returns the leases (and tokens) that workers hold through the
+// replica at url.
+func (r *runner) heldOn(url string) map[string]int64 {
+	c := r.client(url)
+	held := map[string]int64{}
+	for _, ws := range r.workers {
+		for _, w := range ws {
+			if w.owned.Load() && w.gw.Load() == c {
+				held[w.lease] = w.held.Load()
+			}
+		}
+	}
+	return held
 }
 
 // every runs fn every d until ctx ends (d == 0: never).

@@ -70,7 +70,8 @@ type worker struct {
 	id      string
 	lease   string
 	r       *runner
-	gw      *client // the replica it talks to (it follows 421s)
+	gw      atomic.Pointer[client] // the replica it talks to (it follows 421s)
+	held    atomic.Int64           // the token it holds, for the fault injectors
 	token   int64
 	owned   atomic.Bool
 	renewed time.Time
@@ -111,7 +112,7 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) acquire(ctx context.Context) {
 	start := time.Now()
-	rep := w.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
+	rep := w.gw.Load().do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
 		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
 	if rep.status == http.StatusCreated {
 		w.took(rep, start)
@@ -126,6 +127,7 @@ func (w *worker) acquire(ctx context.Context) {
 // took installs an acknowledged generation.
 func (w *worker) took(rep reply, start time.Time) {
 	w.token, w.renewed = rep.int("token"), start
+	w.held.Store(w.token)
 	w.owned.Store(true)
 	w.r.st.grant(Grant{Lease: w.lease, Token: w.token, AckAt: time.Now()}, time.Since(start))
 }
@@ -133,7 +135,7 @@ func (w *worker) took(rep reply, start time.Time) {
 // regenerate asks for a new generation with the current token.
 func (w *worker) regenerate(ctx context.Context) bool {
 	start := time.Now()
-	rep := w.gw.do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
+	rep := w.gw.Load().do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
 		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds(), "token": w.token}))
 	if rep.status == http.StatusCreated {
 		w.took(rep, start)
@@ -145,7 +147,7 @@ func (w *worker) regenerate(ctx context.Context) bool {
 
 func (w *worker) renew(ctx context.Context) {
 	start := time.Now()
-	rep := w.gw.do(ctx, "PATCH", "/v1/leases/"+w.lease, jsonBody(map[string]any{
+	rep := w.gw.Load().do(ctx, "PATCH", "/v1/leases/"+w.lease, jsonBody(map[string]any{
 		"owner_id": w.id, "token": w.token, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
 	switch {
 	case rep.status == http.StatusOK:
@@ -166,7 +168,7 @@ func (w *worker) renew(ctx context.Context) {
 }
 
 func (w *worker) release(ctx context.Context) {
-	w.gw.do(ctx, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=%s&token=%d", w.lease, w.id, w.token), nil)
+	w.gw.Load().do(ctx, "DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=%s&token=%d", w.lease, w.id, w.token), nil)
 	w.owned.Store(false)
 	wait(ctx, w.r.sc.TTL/10) // let a contender take it
 }
@@ -175,7 +177,7 @@ func (w *worker) release(ctx context.Context) {
 func (w *worker) follow(rep reply) {
 	var url string
 	if json.Unmarshal(rep.body["holder_url"], &url) == nil && url != "" {
-		w.gw = w.r.client(url)
+		w.gw.Store(w.r.client(url))
 	}
 }
 
@@ -195,7 +197,7 @@ func (w *worker) batchBody(batch, attempt string) []byte {
 func (w *worker) send(ctx context.Context, batch string) reply {
 	attempt := w.r.st.nextAttempt()
 	staleAtSend := w.r.st.latestGrant(w.lease) > w.token
-	rep := w.gw.do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(batch, attempt))
+	rep := w.gw.Load().do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(batch, attempt))
 	w.r.st.answer(attempt, rep, staleAtSend, w.r.st.latestGrant(w.lease) > w.token)
 	return rep
 }

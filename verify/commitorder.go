@@ -79,10 +79,13 @@ func highWatermark(ctx context.Context, cl *kgo.Client, topic string, partition 
 	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if p.ErrorCode != 0 {
+			switch {
+			case t.Topic != topic || p.Partition != partition:
+			case p.ErrorCode != 0:
 				return 0, fmt.Errorf("list offsets %s[%d]: error code %d", topic, partition, p.ErrorCode)
+			default:
+				return p.Offset, nil
 			}
-			return p.Offset, nil
 		}
 	}
 	return 0, fmt.Errorf("list offsets %s[%d]: no answer", topic, partition)
