@@ -188,6 +188,36 @@ func (c *childGateway) freeze(overtaken func() bool, d time.Duration) {
 	}
 }
 
+// drainAndRestart sends SIGTERM, waits for the child's graceful drain and
+// exit (SIGKILL after limit), starts it again on the same address, and
+// returns how long the exit took.
+func (c *childGateway) drainAndRestart(ctx context.Context, limit time.Duration) time.Duration {
+	c.mu.Lock()
+	cmd := c.cmd
+	c.mu.Unlock()
+	if cmd == nil {
+		return 0
+	}
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	took := time.Since(start)
+	c.mu.Lock()
+	c.cmd = nil
+	c.mu.Unlock()
+	if err := c.start(context.WithoutCancel(ctx)); err != nil {
+		c.log.Error("restarting the drained gateway child", "error", err)
+	}
+	return took
+}
+
 // killAndRestart is the gateway-kill fault.
 func (c *childGateway) killAndRestart(ctx context.Context) {
 	c.log.Warn("killing the gateway child with SIGKILL")

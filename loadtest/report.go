@@ -79,6 +79,17 @@ type GatewayFigures struct {
 	// DefiniteButCommitted counts answers that promised "nothing
 	// committed" for an attempt found committed in the log (must be 0).
 	DefiniteButCommitted int64 `json:"definite_but_committed"`
+	// Rehomes counts workers that moved to another replica (draining or
+	// gone). DrainSeconds is SIGTERM to exit of the drained replica,
+	// RehomeSeconds SIGTERM until every lease it held had a new generation
+	// elsewhere (-1: some never did; 0: no drain).
+	Rehomes       int64   `json:"rehomes"`
+	DrainSeconds  float64 `json:"drain_seconds"`
+	RehomeSeconds float64 `json:"rehome_seconds"`
+	// DrainErrors are worker errors (answers a worker must handle beyond
+	// not_holder, draining and re-homing) from SIGTERM until every lease
+	// moved.
+	DrainErrors int64 `json:"drain_errors"`
 	// SessionsAfterRun are live sessions once every worker released
 	// (embedded only; -1 otherwise): leaked sessions keep producers.
 	SessionsAfterRun int `json:"sessions_after_run"`
@@ -125,7 +136,8 @@ func (r *runner) report() *Report {
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
 		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),
 		Replicas: len(r.stack.urls()), ReplicaFreezes: st.replicaFreezes.Load(),
-		AnswersByCode: st.answersByCode, StaleByLayer: st.staleByLayer}
+		AnswersByCode: st.answersByCode, StaleByLayer: st.staleByLayer, Rehomes: st.rehomes.Load(),
+		DrainSeconds: st.drainTook.Seconds(), RehomeSeconds: st.rehomeTook.Seconds(), DrainErrors: st.drainErrors}
 	rep.Gateway.SessionsAfterRun = r.stack.liveSessions()
 	rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter = r.threadsBefore, threadCount()
 	rep.LatencyMs.Produce = quantiles(&st.produce)
@@ -196,6 +208,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, counts(rep.Gateway.StaleByLayer), rep.Gateway.Fenced, rep.Gateway.Errors)
 	fmt.Fprintf(w, "replicas: %d, replica freezes: %d; answers: %s; definite refusals found committed: %d\n",
 		rep.Gateway.Replicas, rep.Gateway.ReplicaFreezes, counts(rep.Gateway.AnswersByCode), rep.Gateway.DefiniteButCommitted)
+	if rep.Gateway.DrainSeconds > 0 {
+		fmt.Fprintf(w, "drain: SIGTERM to exit %.2fs, every lease it held moved within %.2fs, re-homes %d, worker errors meanwhile %d\n",
+			rep.Gateway.DrainSeconds, rep.Gateway.RehomeSeconds, rep.Gateway.Rehomes, rep.Gateway.DrainErrors)
+	}
 	fmt.Fprintf(w, "sessions left after the run: %d; process threads before/after: %d/%d\n",
 		rep.Gateway.SessionsAfterRun, rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {

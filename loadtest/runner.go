@@ -68,8 +68,8 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 	if sc.KillGatewayAfter > 0 && len(stack.children) == 0 {
 		return nil, errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
 	}
-	if sc.FreezeReplicaEvery > 0 && len(stack.children) < 2 {
-		return nil, errors.New("freeze_replica_every needs two or more gateway replicas as child processes (--embedded --replicas 2)")
+	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && len(stack.children) < 2 {
+		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
 	}
 	r := &runner{sc: sc, stack: stack, clients: map[string]*client{},
 		st: newStats(), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
@@ -111,6 +111,16 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.holdNextEndTxn(commitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
 	r.every(pctx, &faults, r.sc.FreezeReplicaEvery, r.freezeReplica)
+	if r.sc.DrainReplicaAfter > 0 {
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			wait(pctx, r.sc.DrainReplicaAfter)
+			if pctx.Err() == nil {
+				r.drainReplica(pctx)
+			}
+		}()
+	}
 	if r.sc.KillGatewayAfter > 0 {
 		faults.Add(1)
 		go func() {
@@ -158,6 +168,28 @@ func (r *runner) freezeReplica() {
 		}
 		return len(held) == 0
 	}, r.sc.ReplicaPause)
+}
+
+// drainReplica is the rolling-restart fault: SIGTERM to the first
+// replica, its drain and exit timed, the time until every lease it held
+// has a new generation elsewhere measured, and the replica started again.
+func (r *runner) drainReplica(ctx context.Context) {
+	held := r.heldOn(r.stack.GatewayURLs[0])
+	start, errorsBefore := time.Now(), r.st.errors.Load()
+	defer func() { r.st.drainErrors = r.st.errors.Load() - errorsBefore }()
+	r.st.drainTook = r.stack.children[0].drainAndRestart(ctx, time.Minute)
+	for ctx.Err() == nil && time.Since(start) < time.Minute {
+		moved := true
+		for lease, token := range held {
+			moved = moved && r.st.latestGrant(lease) > token
+		}
+		if moved {
+			r.st.rehomeTook = time.Since(start)
+			return
+		}
+		wait(ctx, 20*time.Millisecond)
+	}
+	r.st.rehomeTook = -1 // some lease never moved
 }
 
 // heldOn returns the leases (and tokens) that workers hold through the

@@ -51,6 +51,11 @@ type Scenario struct {
 	// (FM25). 0: off. Needs at least two replicas as child processes.
 	FreezeReplicaEvery time.Duration `yaml:"freeze_replica_every"`
 	ReplicaPause       time.Duration `yaml:"replica_pause"`
+	// DrainReplicaAfter sends SIGTERM to the first gateway replica (a child
+	// process) once, this long into the run, waits for its graceful drain
+	// and exit, and starts it again: a rolling restart under load. Workers
+	// re-home to another replica with their tokens. 0: off.
+	DrainReplicaAfter time.Duration `yaml:"drain_replica_after"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
@@ -99,6 +104,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("renew_every must be in (0, ttl)")
 	case s.KillGatewayAfter < 0 || s.KillGatewayAfter >= s.Duration && s.KillGatewayAfter != 0:
 		return errors.New("kill_gateway_after must be inside the duration")
+	case s.DrainReplicaAfter < 0 || s.DrainReplicaAfter >= s.Duration && s.DrainReplicaAfter != 0:
+		return errors.New("drain_replica_after must be inside the duration")
 	case s.FreezeReplicaEvery < 0 || s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute:
 		return errors.New("freeze_replica_every must be >= 0 and replica_pause in (ttl, 1m]")
 	}

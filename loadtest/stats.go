@@ -43,7 +43,7 @@ type stats struct {
 
 	records, batches, handovers, fences, errors atomic.Int64
 	staleRefused, staleAttempts                 atomic.Int64
-	attempts, replicaFreezes                    atomic.Int64
+	attempts, replicaFreezes, rehomes           atomic.Int64
 
 	mu       sync.Mutex
 	acked    []AckedBatch
@@ -55,6 +55,12 @@ type stats struct {
 	// later one had overtaken, by the layer that answered.
 	answersByCode map[string]int64
 	staleByLayer  map[string]int64
+	// drainTook is how long the drained replica took from SIGTERM to exit;
+	// rehomeTook how long until every lease it held had a new generation
+	// elsewhere (-1: some never did). Written by the drain fault before
+	// the run ends.
+	drainTook, rehomeTook time.Duration
+	drainErrors           int64 // worker errors from SIGTERM until every lease moved
 	// checked are the attempts whose answer the log must confirm: definite
 	// refusals (nothing committed) and 200s to requests sent stale.
 	checked []attemptAnswer

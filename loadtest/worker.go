@@ -118,10 +118,33 @@ func (w *worker) acquire(ctx context.Context) {
 		w.took(rep, start)
 		return
 	}
+	if w.rehome(rep) {
+		return
+	}
 	if rep.code != "lease_held" && ctx.Err() == nil {
 		w.r.st.errors.Add(1)
 	}
 	wait(ctx, w.r.sc.TTL/4)
+}
+
+// rehome moves the worker to another replica when its replica is draining
+// or gone (what a load balancer does for it), and reports whether it did.
+func (w *worker) rehome(rep reply) bool {
+	urls := w.r.stack.urls()
+	if (rep.code != "draining" && rep.status != 0) || len(urls) < 2 {
+		return false
+	}
+	cur := w.gw.Load()
+	for i, u := range urls {
+		if w.r.client(u) == cur {
+			w.gw.Store(w.r.client(urls[(i+1)%len(urls)]))
+			w.r.st.rehomes.Add(1)
+			return true
+		}
+	}
+	w.gw.Store(w.r.client(urls[0]))
+	w.r.st.rehomes.Add(1)
+	return true
 }
 
 // took installs an acknowledged generation.
@@ -135,11 +158,16 @@ func (w *worker) took(rep reply, start time.Time) {
 // regenerate asks for a new generation with the current token.
 func (w *worker) regenerate(ctx context.Context) bool {
 	start := time.Now()
-	rep := w.gw.Load().do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
-		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds(), "token": w.token}))
-	if rep.status == http.StatusCreated {
-		w.took(rep, start)
-		return true
+	for range 2 {
+		rep := w.gw.Load().do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
+			"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds(), "token": w.token}))
+		if rep.status == http.StatusCreated {
+			w.took(rep, start)
+			return true
+		}
+		if !w.rehome(rep) {
+			break // a draining or gone replica: once more on another
+		}
 	}
 	w.owned.Store(false)
 	return false
@@ -159,6 +187,8 @@ func (w *worker) renew(ctx context.Context) {
 		w.follow(rep)
 	case rep.status == http.StatusConflict:
 		w.owned.Store(false)
+	case w.rehome(rep):
+		w.regenerate(ctx) // the session's replica is gone: move the lease
 	default:
 		w.r.st.errors.Add(1)
 		if time.Since(w.renewed) > w.r.sc.TTL {
@@ -226,6 +256,9 @@ func (w *worker) produce(ctx context.Context) {
 		w.pending = batch
 	case rep.code == "fenced", rep.code == "lease_lost":
 		w.owned.Store(false)
+	case w.rehome(rep):
+		w.pending = batch // outcome unknown: the same batch_id under a new generation
+		w.regenerate(ctx)
 	case ctx.Err() == nil:
 		w.r.st.errors.Add(1)
 		w.pending = batch

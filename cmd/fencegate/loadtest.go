@@ -47,6 +47,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.KillGatewayAfter, "kill-gateway-after", 0, "kill -9 the gateway child this long into the run, then restart it (0: off)")
 	fs.DurationVar(&sc.FreezeReplicaEvery, "freeze-replica-every", 0, "SIGSTOP one gateway replica this often, mid-batch, while its leases move to another (embedded; starts 2 replicas; 0: off)")
 	fs.DurationVar(&sc.ReplicaPause, "replica-pause", 0, "how long a frozen replica stays stopped (default 3 x TTL)")
+	fs.DurationVar(&sc.DrainReplicaAfter, "drain-replica-after", 0, "SIGTERM the first gateway replica this long into the run, wait for its drain, restart it (embedded; starts 2 replicas; 0: off)")
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {
@@ -59,7 +60,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	if sc.FreezeReplicaEvery > 0 && *replicas < 2 {
+	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && *replicas < 2 {
 		*replicas = 2
 	}
 	kf.brokers = *brokers

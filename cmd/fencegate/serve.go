@@ -33,6 +33,9 @@ type serveFlags struct {
 	txnTimeout time.Duration
 	limits     gateway.Limits
 	http       gateway.ServerConfig
+	// drainTimeout bounds the graceful drain on SIGTERM (batches in flight
+	// finish, sessions end, the replica leaves the registry).
+	drainTimeout time.Duration
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -47,6 +50,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxRecords, "max-records", 10000, "records per batch (413 beyond)")
 	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", 1<<20, "key + value + headers of one record (413 beyond)")
 	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", 16<<20, "bytes of one request body (413 beyond)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 	d := gateway.DefaultServerConfig()
 	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
 	fs.StringVar(&f.http.TLSKeyFile, "tls-key", "", "PEM key of --tls-cert")
@@ -132,7 +136,17 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	srv := gateway.NewServer(g, auth)
 	srv.Limit(f.http)
 	srv.Metrics(metricsHandler)
-	return listenAndServe(ctx, f.listen, srv, f.http, log, ready)
+	drain := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
+		defer cancel()
+		start := time.Now()
+		log.Info("draining", "replica", f.replica, "sessions", g.Sessions())
+		if err := g.Drain(dctx); err != nil {
+			log.Warn("drain: leaving the replica registry failed; other replicas answer 421 until its heartbeat is stale", "error", err)
+		}
+		log.Info("drained", "replica", f.replica, "took", time.Since(start))
+	}
+	return listenAndServe(ctx, f.listen, srv, f.http, log, ready, drain)
 }
 
 // probeKafka refuses to start on a connection the cluster refuses: a
@@ -188,7 +202,11 @@ func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL tim
 	return pool, store, nil
 }
 
-func listenAndServe(ctx context.Context, addr string, h http.Handler, cfg gateway.ServerConfig, log *slog.Logger, ready chan<- string) error {
+// listenAndServe serves h until ctx ends (SIGTERM), then runs drain (when
+// not nil) while the listener still answers, so that workers hear
+// not_holder and draining rather than a refused connection, and shuts
+// down.
+func listenAndServe(ctx context.Context, addr string, h http.Handler, cfg gateway.ServerConfig, log *slog.Logger, ready chan<- string, drain func()) error {
 	srv, err := cfg.HTTPServer(h, log)
 	if err != nil {
 		return err
@@ -213,6 +231,9 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, cfg gatewa
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	if drain != nil {
+		drain()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
