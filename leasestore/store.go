@@ -59,11 +59,21 @@ type Event struct {
 	At            time.Time
 }
 
+// Defaults of Config, also the defaults of `fencegate serve --min-ttl` and
+// `--max-ttl`. A lease shorter than DefaultMinTTL leaves a handover (a
+// share of the TTL) too little time to bump the epoch and write the
+// barrier.
+const (
+	DefaultMinTTL = 100 * time.Millisecond
+	DefaultMaxTTL = 10 * time.Minute
+)
+
 // Config bounds what the store accepts. Zero fields take the defaults.
 type Config struct {
-	// MinTTL is the shortest lease accepted (default 1ms).
+	// MinTTL is the shortest lease accepted (default DefaultMinTTL, at
+	// least 1ms).
 	MinTTL time.Duration
-	// MaxTTL is the longest lease accepted (default 10m).
+	// MaxTTL is the longest lease accepted (default DefaultMaxTTL).
 	MaxTTL time.Duration
 	// ValidateName checks a lease name (default: 1..255 bytes of valid UTF-8
 	// without NUL). The gateway passes txnmap.ValidateName.
@@ -74,10 +84,10 @@ type Config struct {
 
 func (c *Config) fill() error {
 	if c.MinTTL == 0 {
-		c.MinTTL = time.Millisecond
+		c.MinTTL = DefaultMinTTL
 	}
 	if c.MaxTTL == 0 {
-		c.MaxTTL = 10 * time.Minute
+		c.MaxTTL = DefaultMaxTTL
 	}
 	if c.ValidateName == nil {
 		c.ValidateName = storageName

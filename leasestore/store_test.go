@@ -22,7 +22,7 @@ type testBundle struct {
 func setup(t testing.TB) *testBundle {
 	t.Helper()
 	db := pgtest.New(t)
-	st, err := leasestore.New(db.Pool, leasestore.Config{})
+	st, err := leasestore.New(db.Pool, leasestore.Config{MinTTL: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestFM04_SequenceWithCacheRefused(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `CREATE SEQUENCE lease_token_seq AS bigint NO CYCLE CACHE 50`); err != nil {
 		t.Fatal(err)
 	}
-	st, err := leasestore.New(db.Pool, leasestore.Config{})
+	st, err := leasestore.New(db.Pool, leasestore.Config{MinTTL: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestFM04_SequenceWithCacheRefused(t *testing.T) {
 func TestFM04_MissingSequenceRefused(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewEmpty(t)
-	st, _ := leasestore.New(db.Pool, leasestore.Config{})
+	st, _ := leasestore.New(db.Pool, leasestore.Config{MinTTL: time.Millisecond})
 	if err := st.Verify(context.Background()); !errors.Is(err, leasestore.ErrUnsafeSequence) {
 		t.Fatalf("Verify without migrations: %v", err)
 	}

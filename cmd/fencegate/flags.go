@@ -17,7 +17,38 @@ import (
 func flagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("fencegate "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { printUsage(fs) }
 	return fs
+}
+
+// printUsage lists every flag with its default and the environment
+// variable that sets it.
+func printUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, "usage: %s [flags]\n", fs.Name())
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  -%s %s\n    \t%s", f.Name, kind, usage)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, " [%s]\n", envName(f.Name))
+	})
+}
+
+// usageError is a command line the command cannot run: exit status 2.
+// printed says the flag package already wrote it (with the usage).
+type usageError struct {
+	err     error
+	printed bool
+}
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef is a usage error to print once.
+func usagef(format string, args ...any) error {
+	return usageError{err: fmt.Errorf(format, args...)}
 }
 
 // envName is the environment variable that sets flag name.
@@ -37,9 +68,15 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	if err := refuseSecretArgs(fs, args); err != nil {
-		return err
+		return usageError{err: err}
 	}
-	return fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err: err, printed: true}
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

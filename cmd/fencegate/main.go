@@ -53,8 +53,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		var ue usageError
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(err, &ue):
+			if !ue.printed { // the flag package printed its own, with the usage
+				fmt.Fprintf(stderr, "fencegate %s: %v\n", args[0], err)
+			}
+			return 2
 		}
 		fmt.Fprintf(stderr, "fencegate %s: %v\n", args[0], err)
 		return 1

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,6 +68,15 @@ func TestServeAndOperatorCommands(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("leases show lacks %q:\n%s", want, out.String())
 		}
+	}
+	out.Reset()
+	// Flags after the lease name, JSON output.
+	if code := run(ctx, []string{"leases", "show", "shard:42", "--gateway", base, "-o", "json"}, &out, &errb); code != 0 {
+		t.Fatalf("leases show NAME --gateway -o json: %d %s", code, errb.String())
+	}
+	var view gateway.LeaseView
+	if err := json.Unmarshal(out.Bytes(), &view); err != nil || view.Name != "shard:42" || view.OwnerID != "ix-1" || len(view.Events) == 0 {
+		t.Fatalf("leases show -o json: %+v %v\n%s", view, err, out.String())
 	}
 	mresp, err := http.Get(base + "/metrics")
 	if err != nil {

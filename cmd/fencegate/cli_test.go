@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestUsageErrorsExitTwoAndPrintOnce: a command line the command cannot
+// run exits 2 and says why once.
+func TestUsageErrorsExitTwoAndPrintOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"serve", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"leases"}, "usage: fencegate leases"},
+		{[]string{"leases", "show"}, "usage: fencegate leases"},
+		{[]string{"leases", "list", "-o", "yaml"}, "-o must be table or json"},
+		{[]string{"serve", "--barrier-key", "k"}, "--barrier-key is refused on the command line"},
+		{[]string{"nosuchcommand"}, `unknown command "nosuchcommand"`},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), tc.args, &out, &errb)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", tc.args, code, errb.String())
+		}
+		if n := strings.Count(errb.String(), tc.says); n != 1 {
+			t.Errorf("%v: stderr says %q %d times, want once:\n%s", tc.args, tc.says, n, errb.String())
+		}
+	}
+}
+
+// TestHelpNamesEnvironmentAndDefaults: --help lists every flag with its
+// default and the FENCEGATE_* variable that sets it, and exits 0.
+func TestHelpNamesEnvironmentAndDefaults(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "-h"}, &out, &errb); code != 0 {
+		t.Fatalf("serve -h: exit %d", code)
+	}
+	for _, want := range []string{"-listen", "[FENCEGATE_LISTEN]", "-min-ttl", "(default 100ms)", "[FENCEGATE_DRAIN_TIMEOUT]", "[FENCEGATE_KAFKA_BROKERS]"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("serve -h lacks %q:\n%s", want, errb.String())
+		}
+	}
+}
