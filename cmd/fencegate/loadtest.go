@@ -22,7 +22,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	child := fs.Bool("gateway-child", false, "with --embedded: run the gateway as a child process (needed by --kill-gateway-after)")
 	replicas := fs.Int("replicas", 1, "with --embedded: gateway replicas; more than 1 runs each as a child process (--freeze-replica-every needs 2)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
-	brokers := fs.String("kafka", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
+	brokers := fs.String("kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
 	var kf commonFlags
 	kf.registerKafka(fs, "harness")
 	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres: the server for --embedded, the gateway's database otherwise")

@@ -16,7 +16,7 @@ FENCEGATE_BARRIER_KEY=fencegate-development-barrier-key ${FG:-bin/fencegate} ser
 GW=$!
 sleep 2
 base_rss=$(awk '/VmRSS/{print $2}' /proc/$GW/status); base_thr=$(awk '/Threads/{print $2}' /proc/$GW/status)
-${FG:-bin/fencegate} loadtest --gateway http://127.0.0.1:8080 --kafka 127.0.0.1:9092 --leases $N --workers-per-lease 1 --rate 0.001 \
+${FG:-bin/fencegate} loadtest --gateway http://127.0.0.1:8080 --kafka-brokers 127.0.0.1:9092 --leases $N --workers-per-lease 1 --rate 0.001 \
   --duration 90s --ttl 30s --freeze-every 0 --churn-every 0 --direct=false --naive=false --batch-size 1 --record-size 100 >/tmp/lt-$N.out 2>/tmp/lt-$N.err &
 LT=$!
 # wait until all sessions are held
