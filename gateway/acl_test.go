@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/txnmap"
 	"github.com/fencegate/fencegate/verify"
 )
@@ -36,35 +37,36 @@ func gatewayACLs(prefix string) []kfake.ACL {
 	}
 }
 
-func saslConfig(brokers, user, pass string) *kafka.ConfigMap {
-	return &kafka.ConfigMap{"bootstrap.servers": brokers, "security.protocol": "SASL_PLAINTEXT",
-		"sasl.mechanism": scram, "sasl.username": user, "sasl.password": pass,
-		"enable.metrics.push": false, "go.logs.channel.enable": false}
-}
-
 // TestFM16_OnlyGatewayPrincipalWrites: with SASL and ACLs on the broker, the
 // gateway principal acquires and produces; a worker principal can neither
 // produce to the lease topic nor initialise the lease's transactional id.
+// On an external cluster the gateway principal is the test's and the
+// worker principal the one FENCEGATE_TEST_KAFKA_WORKER_* names.
 func TestFM16_OnlyGatewayPrincipalWrites(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.kafka = kafkatest.Start(t, topic, partitions, kfake.EnableSASL(), kfake.EnableACLs(),
-		kfake.Superuser(scram, "admin", "admin-secret"),
-		kfake.User(scram, "gateway", "gateway-secret", gatewayACLs("test")...),
-		kfake.User(scram, "worker", "worker-secret"))
-	r := b.newReplica(func(c *gateway.Config) {
-		c.Kafka.SASLMechanism, c.Kafka.SASLUser, c.Kafka.SASLPassword = scram, "gateway", "gateway-secret"
-	})
+	gw, worker, admin := b.kafka.Conn, b.kafka.Conn, b.kafka.Conn
+	if b.kafka.External() {
+		worker = kafkatest.ExternalWorker(t)
+	} else {
+		b.useKafka(kafkatest.Start(t, topic, partitions, kfake.EnableSASL(), kfake.EnableACLs(),
+			kfake.Superuser(scram, "admin", "admin-secret"),
+			kfake.User(scram, "gateway", "gateway-secret", gatewayACLs(b.kafka.RouterPrefix("test"))...),
+			kfake.User(scram, "worker", "worker-secret")))
+		gw, worker, admin = b.kafka.Conn, b.kafka.Conn, b.kafka.Conn
+		gw.SASLMechanism, gw.SASLUser, gw.SASLPassword = scram, "gateway", "gateway-secret"
+		worker.SASLMechanism, worker.SASLUser, worker.SASLPassword = scram, "worker", "worker-secret"
+		admin.SASLMechanism, admin.SASLUser, admin.SASLPassword = scram, "admin", "admin-secret"
+	}
+	r := b.newReplica(func(c *gateway.Config) { c.Kafka.Config = gw })
 	token := r.mustAcquire(t, "shard:16", "w1", 30*time.Second)
 	rep := r.produce(t, "shard:16", "w1", token, "via-gateway", 2)
 	if rep.status != http.StatusOK {
 		t.Fatalf("gateway principal produce: %d %s", rep.status, rep.raw)
 	}
-	workerInitTransactions(t, b.kafka.Brokers, "fencegate/test/shard:16")
-	workerProduce(t, b.kafka.Brokers, b.partitionOf("shard:16"))
-	admin := b.kafka.Conn
-	admin.SASLMechanism, admin.SASLUser, admin.SASLPassword = scram, "admin", "admin-secret"
-	recs, err := verify.ReadPartition(admin, topic, b.partitionOf("shard:16"), 30*time.Second)
+	workerInitTransactions(t, worker, b.txnID("shard:16"))
+	workerProduce(t, worker, b.kafka.Topic, b.partitionOf("shard:16"))
+	recs, err := verify.ReadPartition(admin, b.kafka.Topic, b.partitionOf("shard:16"), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,9 +75,19 @@ func TestFM16_OnlyGatewayPrincipalWrites(t *testing.T) {
 	}
 }
 
-func workerInitTransactions(t *testing.T, brokers, transactionalID string) {
+func workerConfig(t *testing.T, worker kafkaconn.Config) *kafka.ConfigMap {
 	t.Helper()
-	cm := saslConfig(brokers, "worker", "worker-secret")
+	cm, err := worker.ConfigMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm["enable.metrics.push"], cm["go.logs.channel.enable"] = false, false
+	return &cm
+}
+
+func workerInitTransactions(t *testing.T, worker kafkaconn.Config, transactionalID string) {
+	t.Helper()
+	cm := workerConfig(t, worker)
 	_ = cm.SetKey("transactional.id", transactionalID)
 	p, err := kafka.NewProducer(cm)
 	if err != nil {
@@ -91,9 +103,9 @@ func workerInitTransactions(t *testing.T, brokers, transactionalID string) {
 	}
 }
 
-func workerProduce(t *testing.T, brokers string, partition int32) {
+func workerProduce(t *testing.T, worker kafkaconn.Config, topic string, partition int32) {
 	t.Helper()
-	cm := saslConfig(brokers, "worker", "worker-secret")
+	cm := workerConfig(t, worker)
 	_ = cm.SetKey("enable.idempotence", false)
 	_ = cm.SetKey("message.timeout.ms", 10000)
 	p, err := kafka.NewProducer(cm)

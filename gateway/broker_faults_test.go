@@ -22,7 +22,7 @@ import (
 // handling it.
 func (b *testBundle) failNextProduce(code int16) *atomic.Int64 {
 	var hits atomic.Int64
-	b.kafka.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+	b.kafka.Fake(b.t).ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		hits.Add(1)
 		r := req.(*kmsg.ProduceRequest)
 		resp := r.ResponseKind().(*kmsg.ProduceResponse)
@@ -123,21 +123,22 @@ func retryUntilCommitted(t *testing.T, b *testBundle, r *replica, log *ackLog, l
 func TestFM09_CoordinatorMovesMidBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.kafka = kafkatest.Start(t, topic, partitions, kfake.NumBrokers(3))
+	b.useKafka(kafkatest.Start(t, topic, partitions, kfake.NumBrokers(3)))
+	fake := b.kafka.Fake(t)
 	gate := newGate(gateway.HookBeforeCommit, "shard:29")
 	r := b.newReplica(hooks(gate))
 	token := r.mustAcquire(t, "shard:29", "w1", 30*time.Second)
-	before := b.kafka.CoordinatorFor("fencegate/test/shard:29")
+	before := fake.CoordinatorFor(b.txnID("shard:29"))
 	done := make(chan reply, 1)
 	go func() { done <- r.produce(t, "shard:29", "w1", token, "moved", 4) }()
 	gate.wait(t)
 	for range 20 {
-		b.kafka.RehashCoordinators()
-		if b.kafka.CoordinatorFor("fencegate/test/shard:29") != before {
+		fake.RehashCoordinators()
+		if fake.CoordinatorFor(b.txnID("shard:29")) != before {
 			break
 		}
 	}
-	if b.kafka.CoordinatorFor("fencegate/test/shard:29") == before {
+	if fake.CoordinatorFor(b.txnID("shard:29")) == before {
 		t.Fatal("coordinator did not move")
 	}
 	gate.open()
@@ -157,13 +158,14 @@ func TestFM09_CoordinatorMovesMidBatch(t *testing.T) {
 func (b *testBundle) holdEndTxn() (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var taken atomic.Bool
-	b.kafka.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.kafka.DropControl()
+	fake := b.kafka.Fake(b.t)
+	fake.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.DropControl()
 		if !taken.CompareAndSwap(false, true) {
 			return nil, nil, false // a second EndTxn while the first sleeps
 		}
 		close(entered)
-		b.kafka.SleepControl(func() { <-release })
+		fake.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
 	return entered, release
@@ -349,11 +351,12 @@ func (c *churner) handovers(n int) {
 func (c *churner) failedHandovers(n int) {
 	var refusing atomic.Bool
 	refusing.Store(true)
-	c.b.kafka.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+	fake := c.b.kafka.Fake(c.t)
+	fake.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		if !refusing.Load() {
 			return nil, nil, false // the control drops itself
 		}
-		c.b.kafka.KeepControl()
+		fake.KeepControl()
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return resp, nil, true

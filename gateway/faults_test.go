@@ -23,18 +23,19 @@ import (
 func (b *testBundle) holdInitProducerID(transactionalID string) (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var taken atomic.Bool
-	b.kafka.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+	fake := b.kafka.Fake(b.t)
+	fake.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		r := req.(*kmsg.InitProducerIDRequest)
 		if r.TransactionalID == nil || *r.TransactionalID != transactionalID {
-			b.kafka.KeepControl()
+			fake.KeepControl()
 			return nil, nil, false
 		}
-		b.kafka.DropControl()
+		fake.DropControl()
 		if !taken.CompareAndSwap(false, true) {
 			return nil, nil, false
 		}
 		close(entered)
-		b.kafka.SleepControl(func() { <-release })
+		fake.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
 	return entered, release
@@ -46,7 +47,7 @@ func TestFM05_NoAckWhileInitProducerIDHeld(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	r := b.newReplica(nil)
-	entered, release := b.holdInitProducerID("fencegate/test/shard:5")
+	entered, release := b.holdInitProducerID(b.txnID("shard:5"))
 	done := make(chan reply, 1)
 	go func() { done <- r.acquire(t, "shard:5", "w1", 30*time.Second) }()
 	select {
@@ -181,9 +182,10 @@ func TestFM08_PostgresDown(t *testing.T) {
 func TestFM08_BrokerRefusesInitProducerID(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	fake := b.kafka.Fake(t)
 	r := b.newReplica(nil)
-	b.kafka.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		b.kafka.KeepControl()
+	fake.ControlKey(kmsg.InitProducerID.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil, true

@@ -24,7 +24,7 @@ func TestAcquireProduceReadBack(t *testing.T) {
 			t.Errorf("acquire reply lacks %q: %s", f, rep.raw)
 		}
 	}
-	if rep.body["transactional_id"] != "fencegate/test/shard:8841" || rep.int("partition") != 8841%partitions {
+	if rep.body["transactional_id"] != b.txnID("shard:8841") || rep.int("partition") != 8841%partitions {
 		t.Fatalf("placement in reply: %s", rep.raw)
 	}
 	token := rep.int("token")

@@ -25,6 +25,8 @@ import (
 )
 
 const (
+	// topic is the lease topic asked of kafkatest: its name on kfake; on
+	// an external cluster the test's own topic is b.kafka.Topic.
 	topic      = "shard-output"
 	partitions = 16
 	devToken   = "test-token"
@@ -32,8 +34,9 @@ const (
 
 var barrierKey = []byte("test barrier key 0123456789")
 
-// testBundle is one Postgres database and one kfake cluster shared by the
-// replicas of a test.
+// testBundle is one Postgres database and one Kafka cluster (kfake, or a
+// topic of its own on the external cluster) shared by the replicas of a
+// test.
 type testBundle struct {
 	t       testing.TB
 	db      *pgtest.DB
@@ -52,10 +55,6 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router, err := txnmap.NewRouter("test", []txnmap.Route{{Pattern: "shard:*", Topic: topic, Partitions: partitions}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	auth, err := gateway.NewAuthenticator([]gateway.Client{
 		{Name: "worker", TokenSHA256: gateway.HashToken(devToken), Allow: []string{"shard:*"}},
 		{Name: "narrow", TokenSHA256: gateway.HashToken("narrow-token"), Allow: []string{"shard:1?"}},
@@ -63,8 +62,30 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testBundle{t: t, db: db, store: store, kafka: kafkatest.Start(t, topic, partitions),
-		router: router, auth: auth, ctx: context.Background()}
+	b := &testBundle{t: t, db: db, store: store, auth: auth, ctx: context.Background()}
+	b.useKafka(kafkatest.Start(t, topic, partitions))
+	return b
+}
+
+// useKafka makes k the bundle's cluster and routes shard:* to its topic
+// (call it before the first replica).
+func (b *testBundle) useKafka(k *kafkatest.Cluster) {
+	b.t.Helper()
+	router, err := txnmap.NewRouter(k.RouterPrefix("test"), []txnmap.Route{{Pattern: "shard:*", Topic: k.Topic, Partitions: partitions}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.kafka, b.router = k, router
+}
+
+// txnID is the transactional id of a lease.
+func (b *testBundle) txnID(name string) string {
+	b.t.Helper()
+	id, err := txnmap.TransactionalID(b.kafka.RouterPrefix("test"), name)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return id
 }
 
 // replica is one gateway process: a Gateway, its HTTP server and a clock
@@ -267,7 +288,7 @@ func (b *testBundle) partitionOf(name string) int32 {
 // read returns the committed records of a lease's partition.
 func (b *testBundle) read(t testing.TB, name string) []verify.Record {
 	t.Helper()
-	recs, err := verify.ReadPartition(b.kafka.Conn, topic, b.partitionOf(name), 30*time.Second)
+	recs, err := verify.ReadPartition(b.kafka.Conn, b.kafka.Topic, b.partitionOf(name), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +304,7 @@ func (b *testBundle) checkInvariants(t testing.TB, name string, log *ackLog) []v
 	for _, v := range verify.NoStaleWrite(recs) {
 		t.Errorf("%s", v)
 	}
-	whole, err := verify.ReadLog(b.kafka.Conn, topic, b.partitionOf(name), 30*time.Second)
+	whole, err := verify.ReadLog(b.kafka.Conn, b.kafka.Topic, b.partitionOf(name), 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

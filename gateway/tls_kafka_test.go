@@ -34,7 +34,7 @@ func TestKafkaOverTLS(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			b.kafka = kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), c.o(t), topic, partitions)
+			b.useKafka(kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), c.o(t), topic, partitions))
 			r := b.newReplica(nil)
 			if rep := r.do(t, "GET", "/readyz", nil); rep.status != http.StatusOK {
 				t.Fatalf("readyz over %s: %d %s", c.name, rep.status, rep.raw)
@@ -62,7 +62,7 @@ func TestKafkaOverTLS(t *testing.T) {
 func TestKafkaWrongCAFailsClosed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.kafka = kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), kafkatest.TLSOptions{}, topic, partitions)
+	b.useKafka(kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), kafkatest.TLSOptions{}, topic, partitions))
 	b.kafka.Conn.CAFile = kafkatest.NewCA(t, "not-the-brokers").CertFile
 	r := b.newReplica(nil)
 	rep := r.do(t, "GET", "/readyz", nil)

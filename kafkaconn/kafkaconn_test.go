@@ -41,8 +41,15 @@ var matrix = []matrixCase{
 }
 
 // start starts the cluster of c and returns it with the client connection.
+// On an external cluster only the case it is reached with runs there.
 func (c matrixCase) start(t *testing.T) *kafkatest.Cluster {
 	t.Helper()
+	if kafkatest.External() {
+		if got := kafkatest.Describe(kafkatest.ExternalConn(t)); got != c.name {
+			t.Skipf("needs a cluster reached with %s; %s is reached with %s", c.name, kafkatest.EnvBrokers, got)
+		}
+		return kafkatest.Start(t, topic, 1)
+	}
 	if !c.tls {
 		if c.sasl == "" {
 			return kafkatest.Start(t, topic, 1)
@@ -79,20 +86,20 @@ func TestMatrix(t *testing.T) {
 			if err := k.Conn.Probe(ctx); err != nil {
 				t.Fatalf("probe: %v", err)
 			}
-			produceConfluent(t, k.Conn, "from-librdkafka")
-			produceKgo(ctx, t, k.Conn, "from-franz-go")
+			produceConfluent(t, k.Conn, k.Topic, "from-librdkafka")
+			produceKgo(ctx, t, k.Conn, k.Topic, "from-franz-go")
 			want := "[from-librdkafka from-franz-go]"
-			if got := fmt.Sprint(consumeKgo(ctx, t, k.Conn, 2)); got != want {
+			if got := fmt.Sprint(consumeKgo(ctx, t, k.Conn, k.Topic, 2)); got != want {
 				t.Fatalf("franz-go read %s, want %s", got, want)
 			}
-			if got := fmt.Sprint(consumeConfluent(t, k.Conn, 2)); got != want {
+			if got := fmt.Sprint(consumeConfluent(t, k.Conn, k.Topic, 2)); got != want {
 				t.Fatalf("librdkafka read %s, want %s", got, want)
 			}
 		})
 	}
 }
 
-func produceConfluent(t *testing.T, conn kafkaconn.Config, value string) {
+func produceConfluent(t *testing.T, conn kafkaconn.Config, topic, value string) {
 	t.Helper()
 	cm, err := conn.ConfigMap()
 	if err != nil {
@@ -116,7 +123,7 @@ func produceConfluent(t *testing.T, conn kafkaconn.Config, value string) {
 	}
 }
 
-func produceKgo(ctx context.Context, t *testing.T, conn kafkaconn.Config, value string) {
+func produceKgo(ctx context.Context, t *testing.T, conn kafkaconn.Config, topic, value string) {
 	t.Helper()
 	opts, err := conn.KgoOpts()
 	if err != nil {
@@ -132,7 +139,7 @@ func produceKgo(ctx context.Context, t *testing.T, conn kafkaconn.Config, value 
 	}
 }
 
-func consumeKgo(ctx context.Context, t *testing.T, conn kafkaconn.Config, n int) []string {
+func consumeKgo(ctx context.Context, t *testing.T, conn kafkaconn.Config, topic string, n int) []string {
 	t.Helper()
 	opts, err := conn.KgoOpts()
 	if err != nil {
@@ -157,13 +164,13 @@ func consumeKgo(ctx context.Context, t *testing.T, conn kafkaconn.Config, n int)
 	return out
 }
 
-func consumeConfluent(t *testing.T, conn kafkaconn.Config, n int) []string {
+func consumeConfluent(t *testing.T, conn kafkaconn.Config, topic string, n int) []string {
 	t.Helper()
 	cm, err := conn.ConfigMap()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm["group.id"] = "conn-test"
+	cm["group.id"] = "fencegate-conn-test"
 	cm["isolation.level"] = "read_committed"
 	cm["go.logs.channel.enable"] = false
 	c, err := kafka.NewConsumer(&cm)
@@ -218,7 +225,7 @@ func TestWrongCAFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	tp := topic
+	tp := k.Topic
 	dr := make(chan kafka.Event, 1)
 	if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &tp, Partition: 0}, Value: []byte("x")}, dr); err != nil {
 		t.Fatal(err)
@@ -249,22 +256,34 @@ func TestWrongCAFailsClosed(t *testing.T) {
 // refusal is checked) and its error never holds the password.
 func TestRefusedHandshakes(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-
-	mtls := kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), kafkatest.TLSOptions{ClientCA: kafkatest.NewCA(t, "clients")}, topic, 1)
-	noCert := mtls.Conn
-	noCert.CertFile, noCert.KeyFile = "", ""
-	if err := noCert.Probe(ctx); !errors.Is(err, kafkaconn.ErrHandshake) {
-		t.Errorf("mTLS cluster without a client certificate: %v", err)
-	}
-	sasl := kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), kafkatest.TLSOptions{SASL: kafkaconn.MechanismSCRAMSHA256,
-		User: "fencegate", Password: "right"}, topic, 1)
-	wrong := sasl.Conn
-	wrong.SASLPassword = "wrong-pw-9f3"
-	if err := wrong.Probe(ctx); err == nil || strings.Contains(err.Error(), "9f3") {
-		t.Errorf("wrong SASL password: %v", err)
-	}
+	t.Run("mTLS without a client certificate", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		mtls := kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), kafkatest.TLSOptions{ClientCA: kafkatest.NewCA(t, "clients")}, topic, 1)
+		noCert := mtls.Conn
+		noCert.CertFile, noCert.KeyFile = "", ""
+		if err := noCert.Probe(ctx); !errors.Is(err, kafkaconn.ErrHandshake) {
+			t.Errorf("mTLS cluster without a client certificate: %v", err)
+		}
+	})
+	t.Run("wrong SASL password", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		o := kafkatest.TLSOptions{SASL: kafkaconn.MechanismSCRAMSHA256, User: "fencegate", Password: "right"}
+		if kafkatest.External() { // whichever mechanism the external cluster uses
+			if c := kafkatest.ExternalConn(t); c.SASL() {
+				o.SASL = c.SASLMechanism
+			}
+		}
+		sasl := kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), o, topic, 1)
+		wrong := sasl.Conn
+		wrong.SASLPassword, wrong.SASLPasswordFile = "wrong-pw-9f3", ""
+		if err := wrong.Probe(ctx); err == nil || strings.Contains(err.Error(), "9f3") {
+			t.Errorf("wrong SASL password: %v", err)
+		}
+	})
 }
 
 // TestValidate: settings that are missing, unknown or would be ignored.

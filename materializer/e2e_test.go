@@ -259,7 +259,7 @@ func (b *testBundle) partition(name string) int32 {
 // readCommitted reads a partition read_committed.
 func (b *testBundle) readCommitted(p int32) []verify.Record {
 	b.t.Helper()
-	recs, err := verify.ReadPartition(b.kafka.Conn, topic, p, 30*time.Second)
+	recs, err := verify.ReadPartition(b.kafka.Conn, b.topic, p, 30*time.Second)
 	if err != nil {
 		b.t.Fatal(err)
 	}

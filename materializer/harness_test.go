@@ -19,6 +19,8 @@ import (
 )
 
 const (
+	// topic is the lease topic asked of kafkatest: its name on kfake; on
+	// an external cluster the test's own topic is b.topic.
 	topic      = "shard-output"
 	partitions = 16
 )
@@ -29,6 +31,7 @@ type testBundle struct {
 	t      testing.TB
 	db     *pgtest.DB
 	kafka  *kafkatest.Cluster
+	topic  string // the lease topic (b.kafka.Topic)
 	router *txnmap.Router
 	signer *barrier.Signer
 	writer *kafka.Producer
@@ -39,15 +42,20 @@ type testBundle struct {
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
-	router, err := txnmap.NewRouter("test", []txnmap.Route{{Pattern: "shard:*", Topic: topic, Partitions: partitions}})
+	k := kafkatest.Start(t, topic, partitions)
+	router, err := txnmap.NewRouter(k.RouterPrefix("test"), []txnmap.Route{{Pattern: "shard:*", Topic: k.Topic, Partitions: partitions}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	signer, _ := barrier.NewSigner(key)
-	b := &testBundle{t: t, db: pgtest.New(t), kafka: kafkatest.Start(t, topic, partitions), router: router,
+	b := &testBundle{t: t, db: pgtest.New(t), kafka: k, topic: k.Topic, router: router,
 		signer: signer, ctx: context.Background()}
-	b.writer, err = kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.kafka.Brokers,
-		"enable.metrics.push": false, "go.logs.channel.enable": false, "linger.ms": 0})
+	cm, err := k.Conn.ConfigMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm["enable.metrics.push"], cm["go.logs.channel.enable"], cm["linger.ms"] = false, false, 0
+	b.writer, err = kafka.NewProducer(&cm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +103,11 @@ func data(lease string, token int64, batch string, seq int) rec {
 func bar(lease string, token int64) rec { return rec{lease: lease, token: token, barrier: true} }
 
 func (b *testBundle) seal(lease string, token int64) []byte {
-	v, err := b.signer.Seal(barrier.Grant{Lease: lease, Token: token, Owner: "o", TransactionalID: "fencegate/test/" + lease,
+	id, err := txnmap.TransactionalID(b.kafka.RouterPrefix("test"), lease)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	v, err := b.signer.Seal(barrier.Grant{Lease: lease, Token: token, Owner: "o", TransactionalID: id,
 		ProducerID: 7, Epoch: 1, IssuedAt: time.Unix(0, 0).UTC()})
 	if err != nil {
 		b.t.Fatal(err)
@@ -107,7 +119,7 @@ func (b *testBundle) seal(lease string, token int64) []byte {
 // names, and returns the offset of the last one.
 func (b *testBundle) write(partition int32, recs ...rec) int64 {
 	b.t.Helper()
-	t := topic
+	t := b.topic
 	dch := make(chan kafka.Event, len(recs))
 	for _, r := range recs {
 		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: partition}, Value: []byte(fmt.Sprintf("%s/%d/%s/%d", r.lease, r.token, r.batch, r.seq))}
@@ -132,7 +144,7 @@ func (b *testBundle) write(partition int32, recs ...rec) int64 {
 }
 
 func (b *testBundle) last(partition int32) int64 {
-	_, high, err := b.writer.QueryWatermarkOffsets(topic, partition, 10000)
+	_, high, err := b.writer.QueryWatermarkOffsets(b.topic, partition, 10000)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -186,7 +198,7 @@ func (b *testBundle) pollPosition(db *pgtest.DB, partition int32, want int64, do
 	deadline := time.After(60 * time.Second)
 	for {
 		var pos int64
-		err := db.Pool.QueryRow(b.ctx, `SELECT next_offset FROM consumer_positions WHERE topic=$1 AND partition=$2`, topic, partition).Scan(&pos)
+		err := db.Pool.QueryRow(b.ctx, `SELECT next_offset FROM consumer_positions WHERE topic=$1 AND partition=$2`, b.topic, partition).Scan(&pos)
 		if err == nil && pos >= want {
 			return nil
 		}

@@ -39,8 +39,8 @@ const (
 	token      = "sdk-test-token"
 )
 
-// bundle is one Postgres database and one kfake cluster shared by the
-// replicas of a test.
+// bundle is one Postgres database and one Kafka cluster (kfake, or a topic
+// of its own on the external cluster) shared by the replicas of a test.
 type bundle struct {
 	t       testing.TB
 	store   *leasestore.Store
@@ -57,7 +57,8 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router, err := txnmap.NewRouter("sdk", []txnmap.Route{{Pattern: "shard:*", Topic: topic, Partitions: partitions}})
+	k := kafkatest.Start(t, topic, partitions)
+	router, err := txnmap.NewRouter(k.RouterPrefix("sdk"), []txnmap.Route{{Pattern: "shard:*", Topic: k.Topic, Partitions: partitions}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{t: t, store: store, kafka: kafkatest.Start(t, topic, partitions), router: router, auth: auth}
+	return &bundle{t: t, store: store, kafka: k, router: router, auth: auth}
 }
 
 // replica is one gateway process at a fixed address. restart replaces its
@@ -235,13 +236,14 @@ func (o *observed) all() []string {
 func (b *bundle) holdEndTxn() (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var taken atomic.Bool
-	b.kafka.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
-		b.kafka.DropControl()
+	fake := b.kafka.Fake(b.t)
+	fake.ControlKey(kmsg.EndTxn.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.DropControl()
 		if !taken.CompareAndSwap(false, true) {
 			return nil, nil, false
 		}
 		close(entered)
-		b.kafka.SleepControl(func() { <-release })
+		fake.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
 	return entered, release
@@ -268,7 +270,7 @@ func (b *bundle) check(t testing.TB, lease string, a *acked) []verify.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := verify.ReadPartition(b.kafka.Conn, topic, p.Partition, 30*time.Second)
+	recs, err := verify.ReadPartition(b.kafka.Conn, b.kafka.Topic, p.Partition, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

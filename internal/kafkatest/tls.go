@@ -42,86 +42,117 @@ type Pair struct {
 // NewCA makes a CA named name; its files live in t's temporary directory.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCAIn(t.TempDir(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca
+}
+
+// NewCAIn makes a CA named name whose files live in dir (for a broker
+// started outside a test: cmd/kfakeserve).
+func NewCAIn(dir, name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(t), Subject: pkix.Name{CommonName: name},
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ca := &CA{Cert: cert, key: key, dir: t.TempDir(), Pool: x509.NewCertPool()}
+	ca := &CA{Cert: cert, key: key, dir: dir, Pool: x509.NewCertPool()}
 	ca.Pool.AddCert(cert)
-	ca.CertFile = ca.write(t, name+"-ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return ca
+	ca.CertFile, err = ca.write(name+"-ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	return ca, err
 }
 
-func serial(t testing.TB) *big.Int {
+func serial() *big.Int {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // crypto/rand does not fail on the systems Go supports
 	}
 	return n
 }
 
-func (ca *CA) write(t testing.TB, name string, b []byte) string {
-	t.Helper()
+func (ca *CA) write(name string, b []byte) (string, error) {
 	p := filepath.Join(ca.dir, strings.NewReplacer("/", "_", ":", "_", "*", "_").Replace(name))
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return p, os.WriteFile(p, b, 0o600)
 }
 
 // Server issues a server certificate for 127.0.0.1, ::1 and localhost.
 func (ca *CA) Server(t testing.TB, name string) Pair {
-	return ca.issue(t, name, x509.ExtKeyUsageServerAuth, []string{"localhost"},
+	t.Helper()
+	return must(t)(ca.ServerPair(name))
+}
+
+// ServerPair is Server outside a test.
+func (ca *CA) ServerPair(name string) (Pair, error) {
+	return ca.issue(name, x509.ExtKeyUsageServerAuth, []string{"localhost"},
 		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")})
 }
 
 // Client issues a client certificate whose common name is name.
 func (ca *CA) Client(t testing.TB, name string) Pair {
-	return ca.issue(t, name, x509.ExtKeyUsageClientAuth, nil, nil)
+	t.Helper()
+	return must(t)(ca.ClientPair(name))
 }
 
-func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) Pair {
-	t.Helper()
+// ClientPair is Client outside a test.
+func (ca *CA) ClientPair(name string) (Pair, error) {
+	return ca.issue(name, x509.ExtKeyUsageClientAuth, nil, nil)
+}
+
+func must(t testing.TB) func(Pair, error) Pair {
+	return func(p Pair, err error) Pair {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+func (ca *CA) issue(name string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(t), Subject: pkix.Name{CommonName: name},
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		DNSNames: dns, IPAddresses: ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
-	return Pair{TLS: pair, CertFile: ca.write(t, name+"-"+serialName(tmpl)+".pem", certPEM),
-		KeyFile: ca.write(t, name+"-"+serialName(tmpl)+"-key.pem", keyPEM)}
+	out := Pair{TLS: pair}
+	if out.CertFile, err = ca.write(name+"-"+serialName(tmpl)+".pem", certPEM); err != nil {
+		return Pair{}, err
+	}
+	out.KeyFile, err = ca.write(name+"-"+serialName(tmpl)+"-key.pem", keyPEM)
+	return out, err
 }
 
 func serialName(c *x509.Certificate) string { return c.SerialNumber.Text(36) }
@@ -140,8 +171,24 @@ type TLSOptions struct {
 // certificate issued by ca, with topic seeded, closed when t ends. Conn is
 // the matching client connection (SSL or SASL_SSL, ca's file as CA, a
 // client certificate when the cluster asks for one).
+//
+// With an external cluster in the environment it makes the test's topic
+// there (as Start) when that cluster is reached with at least what o asks
+// for (TLS; SASL with o's mechanism; a client certificate), and skips the
+// test otherwise. Conn is then the environment's, with its own CA, user
+// and password: a test reads them from Conn, not from o.
 func StartTLS(t testing.TB, ca *CA, o TLSOptions, topic string, partitions int32, opts ...kfake.Opt) *Cluster {
 	t.Helper()
+	if External() {
+		conn := ExternalConn(t)
+		if want, ok := o.metBy(conn); !ok {
+			t.Skipf("needs a cluster reached with %s; %s is reached with %s", want, EnvBrokers, Describe(conn))
+		}
+		if len(opts) > 0 {
+			(&Cluster{}).Fake(t)
+		}
+		return startExternal(t, conn, topic, partitions)
+	}
 	srv := ca.Server(t, "kfake")
 	tc := &tls.Config{Certificates: []tls.Certificate{srv.TLS}, MinVersion: tls.VersionTLS12}
 	conn := kafkaconn.Config{SecurityProtocol: kafkaconn.SSL, CAFile: ca.CertFile}
@@ -159,4 +206,18 @@ func StartTLS(t testing.TB, ca *CA, o TLSOptions, topic string, partitions int32
 	conn.Brokers = c.Brokers
 	c.Conn = conn
 	return c
+}
+
+// metBy reports whether conn reaches its cluster with at least what o
+// asks for, and what that is.
+func (o TLSOptions) metBy(conn kafkaconn.Config) (string, bool) {
+	want := kafkaconn.SSL
+	if o.SASL != "" {
+		want = kafkaconn.SASLSSL + "/" + o.SASL
+	}
+	if o.ClientCA != nil {
+		want += "/mTLS"
+	}
+	ok := conn.TLS() && (o.SASL == "" || conn.SASL() && conn.SASLMechanism == o.SASL) && (o.ClientCA == nil || conn.CertFile != "")
+	return want, ok
 }
