@@ -5,19 +5,6 @@ package leasestore
 // lease_events row commit together or not at all, and all time is database
 // time (clock_timestamp()), never an application clock.
 
-const qCreateMigrationsTable = `
-CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
-)`
-
-const qMigrateLock = `SELECT pg_advisory_xact_lock($1)`
-
-const qMigrationApplied = `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`
-
-const qRecordMigration = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`
-
 // qSequenceSettings reads the token sequence's settings for Verify.
 // I1: a cache above 1 or a cycling sequence can hand out a lower token later.
 const qSequenceSettings = `

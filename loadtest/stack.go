@@ -22,6 +22,7 @@ import (
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/materializer"
+	"github.com/fencegate/fencegate/materializer/schema"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
@@ -66,6 +67,9 @@ type Stack struct {
 	// (StartEmbeddedReplicas only), at GatewayURLs.
 	children    []*childGateway
 	GatewayURLs []string
+	// separate: every component is a child process whose CPU and memory
+	// the harness samples (StartSeparateProcesses only).
+	separate *separate
 }
 
 // urls are the gateway replicas' URLs (one for an in-process or external
@@ -186,7 +190,10 @@ func (s *Stack) freshDatabase(ctx context.Context, serverURL string) error {
 		return err
 	}
 	s.closers = append(s.closers, s.Pool.Close)
-	_, err = leasestore.Migrate(ctx, s.Pool)
+	if _, err = leasestore.Migrate(ctx, s.Pool); err != nil {
+		return err
+	}
+	_, err = schema.Migrate(ctx, s.Pool)
 	return err
 }
 

@@ -11,9 +11,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/materializer/schema"
 )
-
-const resetLedgerSQL = `TRUNCATE fences, accepted_records, applied_keys, rejected_records, consumer_positions`
 
 // devBarrierKey signs barriers in development only.
 const devBarrierKey = "fencegate-development-barrier-key"
@@ -59,7 +58,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// The development broker starts empty every time; the ledger of an
 	// earlier run would point at offsets that no longer exist.
-	_, err = pool.Exec(ctx, resetLedgerSQL)
+	if _, err = schema.Migrate(ctx, pool); err == nil {
+		err = schema.Reset(ctx, pool)
+	}
 	pool.Close()
 	if err != nil {
 		return err

@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/materializer"
+	"github.com/fencegate/fencegate/materializer/schema"
 )
 
 type materializeFlags struct {
@@ -56,7 +58,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err := probeKafka(ctx, conn, log); err != nil {
 		return err
 	}
-	pool, _, err := openStore(ctx, f.databaseURL, f.migrate, 0, 0)
+	pool, err := openLedger(ctx, f.databaseURL, f.migrate)
 	if err != nil {
 		return err
 	}
@@ -112,4 +114,20 @@ func parsePartitions(spec string) ([]int32, error) {
 		}
 	}
 	return out, nil
+}
+
+// openLedger connects to the ledger's database and, when asked, applies
+// the ledger's migration line (the materializer needs no lease table).
+func openLedger(ctx context.Context, url string, migrate bool) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if _, err := schema.Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return pool, nil
 }

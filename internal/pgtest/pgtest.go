@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/materializer/schema"
 )
 
 // DefaultURL is the development server of deploy/dev/pg.sh.
@@ -37,14 +38,18 @@ type DB struct {
 	Pool *pgxpool.Pool
 }
 
-// New creates an empty database for t, migrated, dropped when t ends.
+// New creates an empty database for t with both migration lines applied
+// (the lease store's and the ledger's), dropped when t ends.
 func New(t testing.TB) *DB {
 	t.Helper()
 	db := NewEmpty(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := leasestore.Migrate(ctx, db.Pool); err != nil {
-		t.Fatalf("pgtest: migrate: %v", err)
+		t.Fatalf("pgtest: migrate the lease store: %v", err)
+	}
+	if _, err := schema.Migrate(ctx, db.Pool); err != nil {
+		t.Fatalf("pgtest: migrate the ledger: %v", err)
 	}
 	return db
 }

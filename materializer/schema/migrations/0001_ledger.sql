@@ -1,11 +1,15 @@
--- 0002: the materializer's state: fences, the trusted ledger, dedup keys,
+-- 0001: the materializer's state: fences, the trusted ledger, dedup keys,
 -- receipts of refused records and consumed positions. Table names are part
 -- of the contract: operators and analytics query them.
+--
+-- Until the ledger had a migration line of its own, these tables were the
+-- lease store's migration 2; IF NOT EXISTS lets such a database adopt them
+-- unchanged.
 
 -- Per lease, the generation the materializer currently accepts. Advanced
 -- only by a barrier whose HMAC verifies, signed for this lease, with a
 -- larger token (FM11).
-CREATE TABLE fences (
+CREATE TABLE IF NOT EXISTS fences (
     lease             text        PRIMARY KEY,
     token             bigint      NOT NULL,
     owner             text        NOT NULL,
@@ -17,7 +21,7 @@ CREATE TABLE fences (
 );
 
 -- The ledger: the one source downstream readers may trust.
-CREATE TABLE accepted_records (
+CREATE TABLE IF NOT EXISTS accepted_records (
     lease       text        NOT NULL,
     token       bigint      NOT NULL,
     batch_id    text        NOT NULL,
@@ -34,7 +38,7 @@ CREATE TABLE accepted_records (
 );
 
 -- Dedup across generations: a (lease, batch_id, seq) is applied once.
-CREATE TABLE applied_keys (
+CREATE TABLE IF NOT EXISTS applied_keys (
     lease    text    NOT NULL,
     batch_id text    NOT NULL,
     seq      integer NOT NULL,
@@ -43,7 +47,7 @@ CREATE TABLE applied_keys (
 
 -- Every refused record, with its reason: a refused write that vanishes is
 -- a missing incident receipt (FM15).
-CREATE TABLE rejected_records (
+CREATE TABLE IF NOT EXISTS rejected_records (
     lease       text,
     token       bigint,
     batch_id    text,
@@ -58,12 +62,12 @@ CREATE TABLE rejected_records (
     PRIMARY KEY (topic, partition, "offset")
 );
 
-CREATE INDEX rejected_records_lease ON rejected_records (lease, reason);
+CREATE INDEX IF NOT EXISTS rejected_records_lease ON rejected_records (lease, reason);
 
 -- The next offset to apply per partition, advanced by compare-and-set in
 -- the transaction that applies the records (FM13, FM14). Kafka group
 -- offsets are only a hint.
-CREATE TABLE consumer_positions (
+CREATE TABLE IF NOT EXISTS consumer_positions (
     topic       text    NOT NULL,
     partition   integer NOT NULL,
     next_offset bigint  NOT NULL,

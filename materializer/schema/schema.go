@@ -1,0 +1,42 @@
+// Package schema owns the ledger's tables (fences, accepted_records,
+// applied_keys, rejected_records, consumer_positions): their migration
+// line, recorded in ledger_migrations, and the reset a development broker
+// needs. The lease store's tables have a line of their own; this package
+// imports nothing of the gateway or the lease store.
+package schema
+
+import (
+	"context"
+	"embed"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate/internal/migrate"
+)
+
+//go:embed migrations/*.sql
+var files embed.FS
+
+var line = migrate.Line{Files: files, Dir: "migrations", Table: "ledger_migrations",
+	LockID: 0x6c6564676572} // "ledger"
+
+// Migration is one numbered SQL file of the ledger's schema.
+type Migration = migrate.Migration
+
+// Migrations returns the ledger's migrations in version order.
+func Migrations() ([]Migration, error) { return line.Migrations() }
+
+// Migrate applies every ledger migration not yet applied and returns the
+// versions it applied.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) { return line.Apply(ctx, pool) }
+
+// qReset empties the ledger and its positions. Only for a development
+// broker that starts empty: the ledger of an earlier run would point at
+// offsets that no longer exist.
+const qReset = `TRUNCATE fences, accepted_records, applied_keys, rejected_records, consumer_positions`
+
+// Reset empties the ledger (development only; see qReset).
+func Reset(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, qReset)
+	return err
+}
