@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Handover stages, as metric and span names (DESIGN.md section 8).
+// Handover stages, as metric and span names (docs/observability.md).
 const (
 	stagePGGrant  = "pg_grant"
 	stageInit     = "init_transactions"
