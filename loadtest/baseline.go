@@ -24,7 +24,11 @@ import (
 func (r *runner) baselineDuration() time.Duration { return max(r.sc.Duration/2, 2*time.Second) }
 
 func (r *runner) baselines(ctx context.Context, rep *Report) error {
-	if r.sc.Direct {
+	if r.stack.separate != nil {
+		if err := r.separateBaselines(ctx, rep); err != nil {
+			return err
+		}
+	} else if r.sc.Direct {
 		if err := r.direct(ctx, rep); err != nil {
 			return fmt.Errorf("direct baseline: %w", err)
 		}

@@ -331,6 +331,7 @@ func (rep *Report) view() view {
 		{text("sessions left after the run"), measured(g.SessionsAfterRun >= 0, "%d", g.SessionsAfterRun)},
 		{text("process threads before / after"), measured(g.ThreadsBefore > 0 && g.ThreadsAfter > 0, "%d / %d", g.ThreadsBefore, g.ThreadsAfter)},
 	}
+	v.Gateway = append(v.Gateway, rep.processCells()...)
 	tl := rep.Timeline
 	always := func(f func(second) float64) func(second) (float64, bool) {
 		return func(s second) (float64, bool) { return f(s), true }

@@ -33,6 +33,12 @@ type Report struct {
 		Renew    Quantiles `json:"renew"`
 	} `json:"latency_ms"`
 	Timeline []second `json:"timeline"`
+	// CPU, RSSMiB and Bare: with the components as separate processes
+	// only (--separate-processes), CPU seconds by process and phase, peak
+	// resident memory by process, and the bare-producer yardstick.
+	CPU    *CPUFigures        `json:"cpu,omitempty"`
+	RSSMiB map[string]float64 `json:"rss_mib,omitempty"`
+	Bare   *BareFigures       `json:"bare,omitempty"`
 	// Pass: every invariant and the ledger hold and the gateway accepted no
 	// stale record.
 	Pass bool `json:"pass"`
@@ -159,6 +165,7 @@ func (rep *Report) finish() {
 	if t.DirectRecordsPerS > 0 {
 		t.RatioGatewayDirect = t.GatewayRecordsPerS / t.DirectRecordsPerS
 	}
+	rep.finishCPU()
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
 		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0
@@ -214,6 +221,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "sessions left after the run: %d; process threads before/after: %d/%d\n",
 		rep.Gateway.SessionsAfterRun, rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter)
+	rep.writeProcesses(w)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {
 		for _, ex := range inv.Examples {
 			fmt.Fprintf(w, "- %s\n", ex)

@@ -73,8 +73,11 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 	}
 	r := &runner{sc: sc, stack: stack, clients: map[string]*client{},
 		st: newStats(), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
+	sampling := stack.startSampling()
 	r.gatewayPhase(ctx)
+	usage := sampling.stop()
 	rep := r.report()
+	rep.addPhase("gateway", usage)
 	if err := r.verify(ctx, rep); err != nil {
 		return rep, err
 	}

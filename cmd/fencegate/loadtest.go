@@ -21,6 +21,10 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	embedded := fs.Bool("embedded", false, "start the whole stack in-process (project Postgres, kfake, gateway, materializer)")
 	child := fs.Bool("gateway-child", false, "with --embedded: run the gateway as a child process (needed by --kill-gateway-after)")
 	replicas := fs.Int("replicas", 1, "with --embedded: gateway replicas; more than 1 runs each as a child process (--freeze-replica-every needs 2)")
+	var sep loadtest.SeparateOptions
+	separate := fs.Bool("separate-processes", false, "with --embedded: run the broker, the gateway, the materializer and each baseline as child processes, and report each one's CPU and memory")
+	fs.StringVar(&sep.GatewayDebugListen, "gateway-debug-listen", "", "with --separate-processes: the gateway child's --debug-listen (pprof), e.g. 127.0.0.1:6060")
+	fs.IntVar(&sep.BareProducers, "bare-producers", 8, "with --separate-processes: producers of the bare-producer yardstick run after the direct baseline (0: none)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
 	brokers := fs.String("kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
 	var kf commonFlags
@@ -64,7 +68,13 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		*replicas = 2
 	}
 	kf.brokers = *brokers
-	stack, err := openStack(ctx, *embedded, *child, *replicas, *gw, kf.kafkaConn(), *dbURL, *cfgPath, *token, log)
+	var stack *loadtest.Stack
+	var err error
+	if *separate {
+		stack, err = openSeparate(ctx, *embedded, *child, *replicas, *dbURL, sep, log)
+	} else {
+		stack, err = openStack(ctx, *embedded, *child, *replicas, *gw, kf.kafkaConn(), *dbURL, *cfgPath, *token, log)
+	}
 	if err != nil {
 		return err
 	}
@@ -109,6 +119,18 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw strin
 		return nil, err
 	}
 	return loadtest.External(ctx, gw, conn, dbURL, token, router)
+}
+
+// openSeparate starts the stack with every component in a child process.
+func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL string, opts loadtest.SeparateOptions, log *slog.Logger) (*loadtest.Stack, error) {
+	if !embedded || child || replicas > 1 {
+		return nil, errors.New("--separate-processes needs --embedded and one replica (no --gateway-child, --replicas or replica faults)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return loadtest.StartSeparateProcesses(ctx, dbURL, exe, opts, log)
 }
 
 func writeReports(rep *loadtest.Report, jsonPath, htmlPath string) error {

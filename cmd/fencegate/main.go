@@ -48,6 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
+		c, ok = hiddenCommands()[args[0]]
+	}
+	if !ok {
 		fmt.Fprintf(stderr, "fencegate: unknown command %q\n", args[0])
 		usage(stderr, cmds)
 		return 2

@@ -36,6 +36,9 @@ type serveFlags struct {
 	// drainTimeout bounds the graceful drain on SIGTERM (batches in flight
 	// finish, sessions end, the replica leaves the registry).
 	drainTimeout time.Duration
+	// debugListen serves net/http/pprof when set (off by default; never
+	// the API listener: profiles reveal internals and cost CPU).
+	debugListen string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -50,6 +53,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxRecords, "max-records", 10000, "records per batch (413 beyond)")
 	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", 1<<20, "key + value + headers of one record (413 beyond)")
 	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", 16<<20, "bytes of one request body (413 beyond)")
+	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 	d := gateway.DefaultServerConfig()
 	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -133,6 +137,13 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer g.Close()
+	if f.debugListen != "" {
+		stopDebug, err := serveDebug(f.debugListen, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
 	srv := gateway.NewServer(g, auth)
 	srv.Limit(f.http)
 	srv.Metrics(metricsHandler)

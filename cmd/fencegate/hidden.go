@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// hiddenCommands are the processes `loadtest --separate-processes` starts
+// as its children; they are not listed in the usage.
+func hiddenCommands() map[string]command {
+	return map[string]command{
+		"devbroker":         {"serve the development broker (kfake) alone", runDevBroker},
+		"loadtest-baseline": {"run one baseline of the load harness and print its figures as JSON", runLoadtestBaseline},
+	}
+}
+
+// runDevBroker serves kfake, the development broker of `fencegate dev`, as
+// a process of its own, with the topics of a routes file and extra
+// topics. It prints "ready <addr>" once it accepts connections and serves
+// until SIGINT or SIGTERM.
+func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flagSet("devbroker", stderr)
+	listen := fs.String("listen", "127.0.0.1:9092", "listen address")
+	cfgPath := fs.String("config", devConfig, "routes file whose topics are created")
+	topics := fs.String("topic", "", "more topics to create, comma-separated")
+	partitions := fs.Int("partitions", 16, "partitions of each --topic")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	fc, _, _, err := gateway.LoadFileConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	for _, t := range strings.Split(*topics, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			fc.Routes = append(fc.Routes, txnmap.Route{Topic: t, Partitions: int32(*partitions)})
+		}
+	}
+	cluster, err := startDevBroker(*listen, fc)
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	fmt.Fprintf(stdout, "ready %s\n", strings.Join(cluster.ListenAddrs(), ","))
+	<-ctx.Done()
+	return nil
+}
+
+// runLoadtestBaseline runs the direct baseline or the bare-producer
+// yardstick of the load harness in this process and prints its figures
+// as JSON on stdout.
+func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flagSet("loadtest-baseline", stderr)
+	var kf commonFlags
+	fs.StringVar(&kf.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	kf.registerKafka(fs, "harness")
+	mode := fs.String("mode", "direct", "direct (one transactional producer per lease, delivery reports awaited) or bare (the yardstick)")
+	producers := fs.Int("producers", 16, "producers (direct: one per lease)")
+	batch := fs.Int("batch-size", 100, "records per transaction")
+	size := fs.Int("record-size", 1024, "bytes per record")
+	d := fs.Duration("duration", 10*time.Second, "how long the loop runs")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	conn := kf.kafkaConn()
+	if err := conn.Validate(); err != nil {
+		return err
+	}
+	var out struct {
+		Direct *loadtest.DirectFigures `json:"direct,omitempty"`
+		Bare   *loadtest.BareFigures   `json:"bare,omitempty"`
+	}
+	switch *mode {
+	case "direct":
+		sc := loadtest.Defaults()
+		sc.Leases, sc.BatchSize, sc.RecordSize, sc.Duration = *producers, *batch, *size, *d
+		f, err := loadtest.RunDirect(ctx, conn, sc)
+		if err != nil {
+			return err
+		}
+		out.Direct = &f
+	case "bare":
+		f, err := loadtest.RunBare(ctx, conn, *producers, *batch, *size, *d)
+		if err != nil {
+			return err
+		}
+		out.Bare = &f
+	default:
+		return errors.New("--mode: direct or bare")
+	}
+	return json.NewEncoder(stdout).Encode(out)
+}
