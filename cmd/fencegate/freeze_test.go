@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
 )
 
@@ -20,27 +16,11 @@ import (
 // batch is in the ledger once, and the broker's fence (not only the
 // session check) refused the resumed replica's writes.
 func TestFM25_ReplicaFrozenMidCommit(t *testing.T) {
-	t.Setenv("FENCEGATE_TEST_MAIN", "1")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stack, err := loadtest.StartEmbeddedReplicas(ctx, pgtest.ServerURL(), exe, 2, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize = 8, 2, 50, 256
 	sc.Duration, sc.TTL, sc.FreezeReplicaEvery = 16*time.Second, 2*time.Second, 5*time.Second
 	sc.FreezeEvery, sc.ChurnEvery, sc.Direct, sc.Naive = 0, 0, false, false
-	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.Markdown())
+	rep := runReplicas(t, 2, sc)
 	g := rep.Gateway
 	switch {
 	case !rep.Pass:

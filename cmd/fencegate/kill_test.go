@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
 )
 
@@ -28,28 +25,12 @@ func TestMain(m *testing.M) {
 // tokens and retry their batch ids. Every acknowledged batch is in Kafka
 // and in the ledger exactly once, and no invariant breaks.
 func TestFM10_GatewayKilledMidRun(t *testing.T) {
-	t.Setenv("FENCEGATE_TEST_MAIN", "1")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stack, err := loadtest.StartEmbeddedChild(ctx, pgtest.ServerURL(), exe, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize = 6, 1, 20, 128
 	sc.Duration, sc.TTL, sc.Rate = 15*time.Second, 3*time.Second, 5
 	sc.FreezeEvery, sc.ChurnEvery, sc.KillGatewayAfter = 0, 0, 6*time.Second
 	sc.Direct, sc.Naive = false, false
-	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.Markdown())
+	rep := runReplicas(t, 1, sc)
 	if !rep.Pass {
 		t.Fatal("invariants failed across the gateway kill")
 	}
