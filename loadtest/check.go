@@ -62,7 +62,7 @@ func (r *runner) verify(ctx context.Context, rep *Report) error {
 func (r *runner) readPartitions() (map[int32][]verify.Record, error) {
 	out := map[int32][]verify.Record{}
 	for p := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Kafka, LeaseTopic, p, 60*time.Second)
+		recs, err := verify.ReadPartition(r.stack.Kafka, r.stack.leaseTopic(), p, 60*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +124,7 @@ func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
 func (r *runner) checkCommitOrder(rep *Report) error {
 	inv := &rep.Invariants.I2
 	for p := range int32(Partitions) {
-		whole, err := verify.ReadLog(r.stack.Kafka, LeaseTopic, p, 60*time.Second)
+		whole, err := verify.ReadLog(r.stack.Kafka, r.stack.leaseTopic(), p, 60*time.Second)
 		if err != nil {
 			return err
 		}
@@ -199,7 +199,7 @@ func (r *runner) checkLedger(ctx context.Context, rep *Report) error {
 		return err
 	}
 	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, owner_id, batch_id, count(*), count(DISTINCT seq)
-		FROM accepted_records WHERE topic = $1 GROUP BY lease, owner_id, batch_id`, LeaseTopic)
+		FROM accepted_records WHERE topic = $1 GROUP BY lease, owner_id, batch_id`, r.stack.leaseTopic())
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func (r *runner) checkLedger(ctx context.Context, rep *Report) error {
 func (r *runner) waitCaughtUp(ctx context.Context) error {
 	ends := map[int32]int64{}
 	for p := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Kafka, LeaseTopic, p, 30*time.Second)
+		recs, err := verify.ReadPartition(r.stack.Kafka, r.stack.leaseTopic(), p, 30*time.Second)
 		if err != nil {
 			return err
 		}
@@ -255,7 +255,7 @@ func (r *runner) waitCaughtUp(ctx context.Context) error {
 		for p, end := range ends {
 			var pos int64
 			err := r.stack.Pool.QueryRow(ctx, `SELECT next_offset FROM consumer_positions WHERE topic = $1 AND partition = $2`,
-				LeaseTopic, p).Scan(&pos)
+				r.stack.leaseTopic(), p).Scan(&pos)
 			if err != nil || pos < end {
 				behind++
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
 )
@@ -19,20 +20,36 @@ import (
 // the ledger, accept no stale record through the gateway, while the naive
 // baseline under the same freeze injection lets at least one through (so
 // the harness demonstrably detects the incident).
+//
+// On an external cluster (FENCEGATE_TEST_KAFKA_BROKERS) the gateway and
+// the materializer run in this process against it, on a topic of the
+// test's own, with the same freezes and forced handovers; the ambiguity
+// fault (an EndTxn held at kfake) and the baselines (topics of their own)
+// are off, and the invariants and the gateway's figures are checked.
 func TestEmbeddedFreezeAndChurnKeepInvariants(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stack, err := loadtest.StartEmbedded(ctx, pgtest.ServerURL(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease = 6, 2
 	sc.BatchSize, sc.RecordSize = 20, 256
 	sc.Duration, sc.TTL = 20*time.Second, 1500*time.Millisecond
 	sc.FreezeEvery, sc.ChurnEvery = 3*time.Second, 3*time.Second
 	sc.AmbiguityEvery = 7 * time.Second
+	external := kafkatest.External()
+	var stack *loadtest.Stack
+	var err error
+	if external {
+		k := kafkatest.Start(t, loadtest.LeaseTopic, loadtest.Partitions)
+		stack, err = loadtest.StartEmbeddedOn(ctx, pgtest.ServerURL(),
+			loadtest.ExternalKafka{Conn: k.Conn, LeaseTopic: k.Topic, Prefix: k.RouterPrefix("loadtest")}, log)
+		sc.AmbiguityEvery, sc.Direct, sc.Naive = 0, false, false
+	} else {
+		stack, err = loadtest.StartEmbedded(ctx, pgtest.ServerURL(), log)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
 	var progress bytes.Buffer
 	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Progress: &progress, Logger: log})
 	if err != nil {
@@ -50,6 +67,8 @@ func TestEmbeddedFreezeAndChurnKeepInvariants(t *testing.T) {
 		t.Fatalf("no frozen worker wrote after a takeover: %+v", g)
 	case g.StaleAccepted != 0:
 		t.Fatalf("the gateway accepted %d stale writes", g.StaleAccepted)
+	case external:
+		t.Logf("external cluster: baselines and the ambiguity fault off (kfake only)")
 	case rep.Naive.StaleAccepted < 1:
 		t.Fatalf("the naive baseline let no stale record through (%+v): the harness would miss the incident", rep.Naive)
 	case rep.Throughput.DirectRecordsPerS <= 0 || rep.Throughput.RatioGatewayDirect <= 0:

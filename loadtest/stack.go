@@ -54,6 +54,9 @@ type Stack struct {
 	Pool        *pgxpool.Pool
 	Router      *txnmap.Router
 	cluster     *kfake.Cluster // embedded only
+	// topic is the lease topic when it is not LeaseTopic (an external
+	// cluster: StartEmbeddedOn).
+	topic string
 	closers     []func()
 	ambiguity   sync.Mutex
 	// Materialize: a materializer applies the lease topic to the
@@ -125,10 +128,62 @@ func newRouter() (*txnmap.Router, error) {
 	})
 }
 
+// leaseTopic is the topic of the shard:* leases.
+func (s *Stack) leaseTopic() string {
+	if s.topic != "" {
+		return s.topic
+	}
+	return LeaseTopic
+}
+
 // StartEmbedded starts, in this process, a fresh database on serverURL's
 // server, a kfake development broker, a gateway and a materializer.
 func StartEmbedded(ctx context.Context, serverURL string, log *slog.Logger) (*Stack, error) {
 	return startEmbedded(ctx, serverURL, log, true)
+}
+
+// ExternalKafka is a Kafka cluster the embedded stack uses instead of
+// kfake (the release check, make test-external).
+type ExternalKafka struct {
+	Conn kafkaconn.Config
+	// LeaseTopic is a topic with Partitions partitions that the caller
+	// made for this run (and deletes after it).
+	LeaseTopic string
+	// Prefix is the gateway's transactional-id prefix, one of this run
+	// alone: producer epochs on the cluster outlive the run.
+	Prefix string
+}
+
+// StartEmbeddedOn is StartEmbedded with the gateway and the materializer
+// on k's cluster instead of kfake. Only shard:* leases are routed: the
+// naive and direct baselines write topics of their own and the ambiguity
+// fault holds EndTxn at kfake, so a run on it turns them off.
+func StartEmbeddedOn(ctx context.Context, serverURL string, k ExternalKafka, log *slog.Logger) (*Stack, error) {
+	s := &Stack{Materialize: true, Kafka: k.Conn, topic: k.LeaseTopic}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := k.Conn.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.freshDatabase(ctx, serverURL); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.Router, err = txnmap.NewRouter(k.Prefix, []txnmap.Route{{Pattern: "shard:*", Topic: k.LeaseTopic, Partitions: Partitions}}); err != nil {
+		return nil, err
+	}
+	if err := s.startGateway(log); err != nil {
+		return nil, err
+	}
+	if err := s.startMaterializer(ctx, log); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
 }
 
 func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, withGateway bool) (*Stack, error) {
