@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -35,6 +37,14 @@ type invocation struct {
 	// env holds FENCEGATE_* variables; a value the packaging does not know
 	// (a secret, a compose interpolation) is secretValue.
 	env map[string]string
+	// grace is how long the platform waits after SIGTERM before SIGKILL
+	// (declared, or the platform's default); pause is what runs before
+	// SIGTERM within it (a Kubernetes preStop sleep). Zero grace: not a
+	// deployment (the Dockerfile's defaults).
+	grace, pause time.Duration
+	// credentials are the names a systemd unit loads (LoadCredential=),
+	// which %d/<name> in its variables may name; nil elsewhere.
+	credentials map[string]bool
 }
 
 // secretValue stands for a value filled in at deploy time. Every flag fed
@@ -139,11 +149,19 @@ func fencegateEnv(env map[string]string) map[string]string {
 // composeFile is the part of deploy/compose/compose.yaml these tests read.
 type composeFile struct {
 	Services map[string]struct {
-		Image       string         `yaml:"image"`
-		Command     []string       `yaml:"command"`
-		Environment map[string]any `yaml:"environment"`
+		Image           string         `yaml:"image"`
+		Command         []string       `yaml:"command"`
+		Environment     map[string]any `yaml:"environment"`
+		StopGracePeriod string         `yaml:"stop_grace_period"`
 	} `yaml:"services"`
 }
+
+// Platform defaults of the time between SIGTERM and SIGKILL.
+const (
+	composeDefaultGrace = 10 * time.Second // docker stop, stop_grace_period unset
+	k8sDefaultGrace     = 30 * time.Second // terminationGracePeriodSeconds unset
+	systemdDefaultGrace = 90 * time.Second // DefaultTimeoutStopSec
+)
 
 func readCompose(t *testing.T) composeFile {
 	t.Helper()
@@ -180,8 +198,16 @@ func composeInvocations(t *testing.T) []invocation {
 		if !strings.HasPrefix(s.Image, "fencegate:") {
 			continue
 		}
+		grace := composeDefaultGrace
+		if s.StopGracePeriod != "" {
+			d, err := time.ParseDuration(s.StopGracePeriod)
+			if err != nil {
+				t.Fatalf("compose.yaml service %s: stop_grace_period %q: %v", name, s.StopGracePeriod, err)
+			}
+			grace = d
+		}
 		out = append(out, invocation{where: "compose.yaml service " + name, args: s.Command,
-			env: fencegateEnv(stringMap(s.Environment))})
+			env: fencegateEnv(stringMap(s.Environment)), grace: grace})
 	}
 	return out
 }
@@ -197,11 +223,24 @@ type k8sObject struct {
 	Spec       struct {
 		Template struct {
 			Spec struct {
-				Containers []struct {
-					Name  string   `yaml:"name"`
-					Image string   `yaml:"image"`
-					Args  []string `yaml:"args"`
-					Env   []struct {
+				TerminationGracePeriodSeconds *int64 `yaml:"terminationGracePeriodSeconds"`
+				Containers                    []struct {
+					Name      string   `yaml:"name"`
+					Image     string   `yaml:"image"`
+					Args      []string `yaml:"args"`
+					Lifecycle struct {
+						PreStop struct {
+							Exec struct {
+								Command []string `yaml:"command"`
+							} `yaml:"exec"`
+						} `yaml:"preStop"`
+					} `yaml:"lifecycle"`
+					ReadinessProbe struct {
+						HTTPGet struct {
+							Path string `yaml:"path"`
+						} `yaml:"httpGet"`
+					} `yaml:"readinessProbe"`
+					Env []struct {
 						Name      string         `yaml:"name"`
 						Value     *string        `yaml:"value"`
 						ValueFrom map[string]any `yaml:"valueFrom"`
@@ -282,8 +321,24 @@ func k8sInvocations(t *testing.T) []invocation {
 						env[e.Name] = secretValue
 					}
 				}
-				out = append(out, invocation{where: file + " " + o.Kind + "/" + o.Metadata.Name + " container " + c.Name,
-					args: c.Args, env: fencegateEnv(env)})
+				where := file + " " + o.Kind + "/" + o.Metadata.Name + " container " + c.Name
+				grace := k8sDefaultGrace
+				if g := o.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+					grace = time.Duration(*g) * time.Second
+				}
+				// The preStop pause: `sleep N`, the only hook used here.
+				var pause time.Duration
+				if cmd := c.Lifecycle.PreStop.Exec.Command; len(cmd) > 0 {
+					n, err := strconv.Atoi(cmd[len(cmd)-1])
+					if len(cmd) != 2 || cmd[0] != "sleep" || err != nil {
+						t.Fatalf("%s: preStop %q is not `sleep N`: the stop budget cannot be checked", where, cmd)
+					}
+					pause = time.Duration(n) * time.Second
+				}
+				if len(c.Args) > 0 && c.Args[0] == "serve" && c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+					t.Errorf("%s: readiness probe on %q, want /readyz (503 while draining)", where, c.ReadinessProbe.HTTPGet.Path)
+				}
+				out = append(out, invocation{where: where, args: c.Args, env: fencegateEnv(env), grace: grace, pause: pause})
 			}
 		}
 	}
@@ -354,9 +409,33 @@ func systemdInvocations(t *testing.T) []invocation {
 				env[k] = v
 			}
 		}
-		out = append(out, invocation{where: filepath.Base(u), args: argv[1:], env: fencegateEnv(env)})
+		grace := systemdDefaultGrace
+		if v := keys["TimeoutStopSec"]; len(v) > 0 {
+			grace = systemdSpan(t, u, v[len(v)-1])
+		}
+		creds := map[string]bool{}
+		for _, c := range keys["LoadCredential"] {
+			name, _, _ := strings.Cut(c, ":")
+			creds[name] = true
+		}
+		out = append(out, invocation{where: filepath.Base(u), args: argv[1:], env: fencegateEnv(env),
+			grace: grace, credentials: creds})
 	}
 	return out
+}
+
+// systemdSpan parses the time spans used in the units: "45s", "2min",
+// "1min 30s", or bare seconds.
+func systemdSpan(t *testing.T, unit, v string) time.Duration {
+	t.Helper()
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	d, err := time.ParseDuration(strings.ReplaceAll(strings.ReplaceAll(v, "min", "m"), " ", ""))
+	if err != nil {
+		t.Fatalf("%s: time span %q: %v", unit, v, err)
+	}
+	return d
 }
 
 // dockerfileEnv reads the ENV defaults of the runtime image; they apply to
@@ -491,5 +570,131 @@ func TestDeployConfigFiles(t *testing.T) {
 				t.Errorf("k8s Secret %s fencegate.yaml: %v", o.Metadata.Name, err)
 			}
 		}
+	}
+}
+
+// flagDefault is the default of a duration flag of sub, as its -h prints it.
+func flagDefault(t *testing.T, sub, name string) time.Duration {
+	t.Helper()
+	var stderr bytes.Buffer
+	run(context.Background(), []string{sub, "-h"}, io.Discard, &stderr)
+	lines := strings.Split(stderr.String(), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "  -"+name+" ") && i+1 < len(lines) {
+			if m := regexp.MustCompile(`\(default ([^)]+)\)`).FindStringSubmatch(lines[i+1]); m != nil {
+				d, err := time.ParseDuration(m[1])
+				if err != nil {
+					t.Fatalf("--%s default %q: %v", name, m[1], err)
+				}
+				return d
+			}
+		}
+	}
+	t.Fatalf("fencegate %s -h prints no default for --%s", sub, name)
+	return 0
+}
+
+// serveStopTail is what `serve` does after the drain and before it exits:
+// leaving the replica registry (bounded by one heartbeat, 2s:
+// gateway.Config.HeartbeatEvery) and the listener's shutdown (bounded by
+// 10s in listenAndServe). Raise it with either.
+const serveStopTail = 12 * time.Second
+
+// deployments are the invocations of the packaging that run somewhere: the
+// compose services, the Kubernetes containers and the systemd units.
+func deployments(t *testing.T) []invocation {
+	var invs []invocation
+	invs = append(invs, composeInvocations(t)...)
+	invs = append(invs, k8sInvocations(t)...)
+	invs = append(invs, systemdInvocations(t)...)
+	sort.Slice(invs, func(i, j int) bool { return invs[i].where < invs[j].where })
+	return invs
+}
+
+// TestDeployStopBudget: every gateway the packaging runs gets to finish its
+// drain before the platform kills it: the pause before SIGTERM, then
+// --drain-timeout, then serve's own tail fit in the grace period
+// (stop_grace_period, terminationGracePeriodSeconds, TimeoutStopSec, or
+// their defaults when unset).
+func TestDeployStopBudget(t *testing.T) {
+	def := flagDefault(t, "serve", "drain-timeout")
+	n := 0
+	for _, inv := range deployments(t) {
+		if inv.args[0] != "serve" {
+			continue
+		}
+		n++
+		drain := def
+		if v, ok := inv.env["FENCEGATE_DRAIN_TIMEOUT"]; ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Errorf("%s: FENCEGATE_DRAIN_TIMEOUT %q: %v", inv.where, v, err)
+				continue
+			}
+			drain = d
+		}
+		if need := inv.pause + drain + serveStopTail; inv.grace <= need {
+			t.Errorf("%s: killed %v after the stop begins, but the pause (%v) + --drain-timeout (%v) + shutdown (%v) take up to %v",
+				inv.where, inv.grace, inv.pause, drain, serveStopTail, need)
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d gateways in the packaging, want compose, k8s and systemd", n)
+	}
+}
+
+// fileVars are the variables whose value is a file the binary opens.
+var fileVars = regexp.MustCompile(`^FENCEGATE_(CONFIG|TLS_CERT|TLS_KEY|TLS_CLIENT_CA|[A-Z_]+_FILE)$`)
+
+// TestDeploySecretsAndTLS: every gateway and materializer the packaging
+// runs reaches Kafka over TLS, verifying the brokers against a CA file (no
+// SASL password on a plaintext connection), and gets its barrier key and
+// SASL password from files, never from the environment (setting both is
+// refused at start anyway). In systemd units a file under the credentials
+// directory (%d) is a credential the unit loads. Whether compose and k8s
+// mount those files is deploy/check's business (compose-binds.mjs,
+// k8s.mjs), where the mounts are known.
+func TestDeploySecretsAndTLS(t *testing.T) {
+	for _, inv := range deployments(t) {
+		sub := inv.args[0]
+		if sub != "serve" && sub != "materialize" {
+			continue
+		}
+		t.Run(inv.where, func(t *testing.T) {
+			env := inv.env
+			for _, k := range []string{"FENCEGATE_BARRIER_KEY", "FENCEGATE_KAFKA_SASL_PASSWORD"} {
+				if _, ok := env[k]; ok {
+					t.Errorf("%s is set: give the secret as a file (%s_FILE)", k, k)
+				}
+			}
+			if env["FENCEGATE_BARRIER_KEY_FILE"] == "" {
+				t.Error("no FENCEGATE_BARRIER_KEY_FILE")
+			}
+			if p := env["FENCEGATE_KAFKA_SECURITY_PROTOCOL"]; p != "SASL_SSL" && p != "SSL" {
+				t.Errorf("FENCEGATE_KAFKA_SECURITY_PROTOCOL %q, want SASL_SSL or SSL", p)
+			}
+			if env["FENCEGATE_KAFKA_CA_FILE"] == "" {
+				t.Error("no FENCEGATE_KAFKA_CA_FILE: the brokers would be verified against the system roots")
+			}
+			if env["FENCEGATE_KAFKA_SASL_MECHANISM"] != "" && env["FENCEGATE_KAFKA_SASL_PASSWORD_FILE"] == "" {
+				t.Error("SASL without FENCEGATE_KAFKA_SASL_PASSWORD_FILE")
+			}
+			for _, k := range sortedKeys(env) {
+				v := env[k]
+				if !fileVars.MatchString(k) || v == secretValue {
+					continue
+				}
+				if !strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "%d/") {
+					t.Errorf("%s=%s is not an absolute path", k, v)
+				}
+				if name, ok := strings.CutPrefix(v, "%d/"); ok {
+					if inv.credentials == nil {
+						t.Errorf("%s=%s: %%d is systemd's credentials directory, and this is not a unit", k, v)
+					} else if !inv.credentials[name] {
+						t.Errorf("%s=%s: the unit loads no credential %q (LoadCredential=%s:...)", k, v, name, name)
+					}
+				}
+			}
+		})
 	}
 }

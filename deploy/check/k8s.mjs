@@ -36,6 +36,7 @@ for (const f of kust.resources) {
 }
 
 const objects = [];
+let fileRefs = 0;
 for (const file of files) {
   for (const obj of load(file)) {
     const where = `${file}: ${obj.kind}/${obj.metadata?.name}`;
@@ -99,8 +100,60 @@ for (const t of templates) {
       if (v.secret.secretName !== secret.metadata.name || !secretKeys.has(it.key))
         fail(`volume ${v.name}`, `secret key ${it.key} not in secret.example.yaml`);
     }
+    for (const it of v.configMap?.items ?? []) {
+      if (!(it.key in (configMaps.get(v.configMap.name)?.data ?? {})))
+        fail(`volume ${v.name}`, `config map ${v.configMap.name} key ${it.key} not in the manifests`);
+    }
+  }
+  for (const c of t.spec.containers) checkFiles(t, c);
+}
+
+// Files the binary opens: every FENCEGATE_* variable naming a path
+// (--config, --kafka-ca-file, the *-file flags, the HTTPS files), set in
+// env or through envFrom, lies under a read-only volume mount of the
+// container whose volume (a Secret or ConfigMap) has that key, readable by
+// the pod's non-root user (the files are root's: others or, with fsGroup,
+// the group must read). The secrets themselves (barrier key, SASL password)
+// are files, never variables.
+function checkFiles(t, c) {
+  const where = `container ${c.name}`;
+  const fileVar = (k) => /^FENCEGATE_(CONFIG|TLS_CERT|TLS_KEY|TLS_CLIENT_CA|KAFKA_CA_FILE|[A-Z_]+_FILE)$/.test(k);
+  const env = {};
+  for (const ef of c.envFrom ?? []) Object.assign(env, configMaps.get(ef.configMapRef?.name)?.data ?? {});
+  for (const e of c.env ?? []) env[e.name] = e.value ?? (e.valueFrom ? { from: e.valueFrom } : "");
+  for (const k of ["FENCEGATE_BARRIER_KEY", "FENCEGATE_KAFKA_SASL_PASSWORD"]) {
+    if (k in env) fail(where, `${k} is an environment variable; mount the secret as a file and set ${k}_FILE`);
+  }
+  const volumes = new Map((t.spec.volumes ?? []).map((v) => [v.name, v]));
+  const fsGroup = t.spec.securityContext?.fsGroup;
+  for (const [k, path] of Object.entries(env)) {
+    if (!fileVar(k) || typeof path !== "string" || path === "") continue;
+    fileRefs++;
+    const mounts = (c.volumeMounts ?? []).filter((m) => path === m.mountPath || path.startsWith(m.mountPath.replace(/\/$/, "") + "/"))
+      .sort((a, b) => b.mountPath.length - a.mountPath.length);
+    const m = mounts[0];
+    if (!m) { fail(where, `${k}=${path} is under no volume mount`); continue; }
+    if (!m.readOnly) fail(where, `volume mount ${m.mountPath} (holds ${k}) is not readOnly`);
+    const v = volumes.get(m.name);
+    if (!v) { fail(where, `volume mount ${m.mountPath} names volume ${m.name}, which the pod does not have`); continue; }
+    const src = v.secret ?? v.configMap;
+    if (!src) { fail(where, `${k}=${path}: volume ${v.name} is neither a Secret nor a ConfigMap`); continue; }
+    const rel = m.subPath ? (path === m.mountPath ? m.subPath : null) : path.slice(m.mountPath.replace(/\/$/, "").length + 1);
+    if (!rel) { fail(where, `${k}=${path} is inside a subPath mount`); continue; }
+    const keys = v.secret ? (v.secret.secretName === secret.metadata.name ? secretKeys : new Set())
+      : new Set(Object.keys(configMaps.get(v.configMap.name)?.data ?? {}));
+    let key = rel, mode = src.defaultMode ?? 0o644;
+    if (src.items) {
+      const it = src.items.find((i) => i.path === rel);
+      if (!it) { fail(where, `${k}=${path}: volume ${v.name} projects no item at ${rel}`); continue; }
+      key = it.key;
+      mode = it.mode ?? mode;
+    }
+    if (!keys.has(key)) { fail(where, `${k}=${path}: key ${key} is not in ${v.secret ? "secret.example.yaml" : "config map " + v.configMap.name}`); continue; }
+    if (!(mode & 0o004) && !(fsGroup != null && mode & 0o040))
+      fail(where, `${k}=${path}: mode ${mode.toString(8)} is not readable by the pod's user (files are root's${fsGroup == null ? ", no fsGroup" : ""})`);
   }
 }
 
-console.log(failures ? `k8s: ${failures} problem(s)` : `k8s: ${objects.length} objects valid`);
+console.log(failures ? `k8s: ${failures} problem(s)` : `k8s: ${objects.length} objects valid, ${fileRefs} files named by FENCEGATE_* variables mounted from their keys`);
 process.exit(failures ? 1 : 0);

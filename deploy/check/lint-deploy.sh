@@ -6,7 +6,11 @@
 #   compose   certs.sh and secrets.sh run in a scratch copy; the certificate
 #             chain, keystore and KRaft cluster id they make are checked;
 #             `docker-compose config` renders compose.yaml with that .env
-#             (and refuses it without one); every bind mount exists.
+#             (and refuses it without one); every bind mount exists; every
+#             file a fencegate service names (config, Kafka CA, barrier key
+#             and SASL password files) is mounted, present and readable by
+#             the image's user; no secret in a fencegate environment; the
+#             password files match the broker's JAAS users.
 #   prometheus  `promtool check config` on the compose Prometheus config
 #             with the alert rules it mounts.
 #   systemd   `systemd-analyze verify` (any warning fails) and
@@ -14,10 +18,14 @@
 #             units, with ExecStart pointed at a stub: the binary's own
 #             flags are TestDeploy's business.
 #   k8s       the manifests against the Kubernetes OpenAPI schemas
-#             (deploy/check/k8s.mjs, offline).
+#             (deploy/check/k8s.mjs, offline), and every file a FENCEGATE_*
+#             variable names is in a mounted volume, from a key the Secret
+#             example or a ConfigMap holds, readable by the pod's user.
 #   shell     shellcheck on the deploy scripts.
 #   go        go test ./cmd/fencegate -run TestDeploy (flags and FENCEGATE_*
-#             variables, CLUSTER_ID, shipped configs).
+#             variables, CLUSTER_ID, shipped configs, SASL only over TLS,
+#             secrets as files, credentials of the units, stop grace
+#             periods above the drain).
 # Not run here: docker build, docker compose up, kubectl apply, systemctl
 # start. See the README.
 set -euo pipefail
@@ -72,9 +80,21 @@ if [ "${#id}" -ne 22 ] || [ "$n" -ne 16 ]; then
   log "FAIL compose: generated cluster id $id is $n bytes"; exit 1
 fi
 for u in admin gateway materializer; do grep -q "user_$u=" secrets/kafka/kafka_server_jaas.conf; done
+# What fencegate reads as files matches what the broker and .env hold: each
+# component's SASL password is its JAAS user's, the barrier key is .env's.
+for u in gateway materializer; do
+  want="$(sed -n "s/^  user_$u=\"\(.*\)\"[;]*$/\1/p" secrets/kafka/kafka_server_jaas.conf)"
+  if [ -z "$want" ] || [ "$(cat "secrets/$u/kafka-password")" != "$want" ]; then
+    log "FAIL compose: secrets/$u/kafka-password is not the broker's password of user $u"; exit 1
+  fi
+  key="$(sed -n 's/^BARRIER_KEY=//p' .env)"
+  if [ "$(head -n1 "secrets/$u/barrier-key")" != "${key%%,*}" ]; then
+    log "FAIL compose: secrets/$u/barrier-key does not start with .env's BARRIER_KEY"; exit 1
+  fi
+done
 docker-compose -f compose.yaml config -q
 docker-compose -f compose.yaml config 2>/dev/null | node "$root/deploy/check/compose-binds.mjs"
-log "compose: scripts made a CA-signed broker keystore (SAN kafka, localhost, 127.0.0.1), a 16-byte cluster id ($id); docker-compose config renders"
+log "compose: scripts made a CA-signed broker keystore (SAN kafka, localhost, 127.0.0.1), a 16-byte cluster id ($id), secret files matching the broker's users; docker-compose config renders"
 cd "$root"
 
 # --- prometheus

@@ -10,15 +10,26 @@
 #   secrets/kafka/admin.properties         admin client settings (SASL_SSL)
 #   secrets/fencegate.yaml        fencegate.yaml.in with the worker token hash
 #   secrets/worker-token          the bearer token of client "indexer" (0600)
+#   secrets/gateway/              what the gateways read as files, mounted
+#   secrets/materializer/         read-only at /run/secrets/fencegate of each:
+#       barrier-key               the barrier key(s), one a line, the
+#                                 signing key first (--barrier-key-file)
+#       kafka-password            its own SASL password
+#                                 (--kafka-sasl-password-file)
+#                                 Each component sees only its folder.
 #
+# .env stays the source of every value: the files above are written from it
+# at every run. BARRIER_KEY may be a comma-separated list (the first key
+# signs); BARRIER_KEY_VERIFY, optional, lists keys only the materializer
+# accepts besides (a rotation: RUNBOOK.md, "Barrier key rotation").
 # Rotation of a value: delete its line from .env (or the file) and run again,
 # then follow RUNBOOK.md (the barrier key has its own procedure).
 set -euo pipefail
 cd "$(dirname "$0")"
 umask 077
-mkdir -p secrets secrets/kafka
+mkdir -p secrets secrets/kafka secrets/gateway secrets/materializer
 chmod 700 secrets
-chmod 755 secrets/kafka
+chmod 755 secrets/kafka secrets/gateway secrets/materializer
 touch .env
 chmod 600 .env
 
@@ -68,6 +79,20 @@ ssl.truststore.type=PEM
 ssl.truststore.location=/etc/kafka/secrets/ca.crt
 PROPS
 chmod 644 secrets/kafka/kafka_server_jaas.conf secrets/kafka/admin.properties
+
+# Secrets of fencegate as files. The containers run as uid 65532, not as
+# you, and a bind mount keeps host modes: 0644 files in 0755 folders, which
+# only you can reach on the host (secrets/ is 0700).
+# lines LIST: a comma-separated list, one item a line.
+lines() { tr ',' '\n' <<<"$1" | sed '/^$/d'; }
+verify_only="$(env_get BARRIER_KEY_VERIFY)"
+write() { # write FILE: stdin to FILE, readable by the container user
+  cat > "$1.tmp" && chmod 644 "$1.tmp" && mv -f "$1.tmp" "$1"
+}
+lines "$(env_get BARRIER_KEY)" | write secrets/gateway/barrier-key
+{ lines "$(env_get BARRIER_KEY)"; lines "$verify_only"; } | write secrets/materializer/barrier-key
+env_get KAFKA_GATEWAY_PASSWORD | write secrets/gateway/kafka-password
+env_get KAFKA_MATERIALIZER_PASSWORD | write secrets/materializer/kafka-password
 
 if [ ! -s secrets/worker-token ]; then
   hex 32 > secrets/worker-token
