@@ -56,9 +56,9 @@ type Stack struct {
 	cluster     *kfake.Cluster // embedded only
 	// topic is the lease topic when it is not LeaseTopic (an external
 	// cluster: StartEmbeddedOn).
-	topic string
-	closers     []func()
-	ambiguity   sync.Mutex
+	topic     string
+	closers   []func()
+	ambiguity sync.Mutex
 	// Materialize: a materializer applies the lease topic to the
 	// database, so the ledger can be checked.
 	Materialize bool

@@ -269,21 +269,22 @@ func leaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32
 	if err != nil {
 		return false, err.Error()
 	}
-	for _, mt := range resp.Topics {
-		if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
-			return false, err.Error()
-		}
-		if int32(len(mt.Partitions)) != partitions {
-			return false, fmt.Sprintf("%d of %d partitions", len(mt.Partitions), partitions)
-		}
-		for _, p := range mt.Partitions {
-			if p.Leader < 0 || p.ErrorCode != 0 {
-				return false, fmt.Sprintf("partition %d has no leader", p.Partition)
-			}
-		}
-		return true, ""
+	if len(resp.Topics) != 1 {
+		return false, "no metadata"
 	}
-	return false, "no metadata"
+	mt := resp.Topics[0]
+	if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+		return false, err.Error()
+	}
+	if int32(len(mt.Partitions)) != partitions {
+		return false, fmt.Sprintf("%d of %d partitions", len(mt.Partitions), partitions)
+	}
+	for _, p := range mt.Partitions {
+		if p.Leader < 0 || p.ErrorCode != 0 {
+			return false, fmt.Sprintf("partition %d has no leader", p.Partition)
+		}
+	}
+	return true, ""
 }
 
 // DeleteTopic deletes topic; one already gone is no error.
