@@ -11,7 +11,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: lint-deploy help test lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
+.PHONY: lint-deploy help test test-external lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -26,6 +26,25 @@ test: ## run the whole suite with -race (installs and starts the throwaway Postg
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd client && $(GO) test -race -count=1 ./... # the SDK is its own module: ./... above does not enter it
+
+# The packages whose tests run against an external Kafka (make test-external),
+# one package at a time (-p 1): every test shares the one cluster.
+EXTERNAL_PKGS := ./kafkaconn ./gateway ./materializer ./sdktest ./loadtest
+
+test-external: ## release check: the tests that need no fault injection, against the Kafka of FENCEGATE_TEST_KAFKA_* (RUNBOOK, "Release check"); log in test-external.log
+	@if [ -z "$$FENCEGATE_TEST_KAFKA_BROKERS" ]; then \
+		echo "make test-external: FENCEGATE_TEST_KAFKA_BROKERS is not set."; \
+		echo "usage: FENCEGATE_TEST_KAFKA_BROKERS=host:port [FENCEGATE_TEST_KAFKA_SECURITY_PROTOCOL=SASL_SSL FENCEGATE_TEST_KAFKA_SASL_MECHANISM=...";\
+		echo "       FENCEGATE_TEST_KAFKA_SASL_USER=... FENCEGATE_TEST_KAFKA_SASL_PASSWORD_FILE=... FENCEGATE_TEST_KAFKA_CA_FILE=...]"; \
+		echo "       [FENCEGATE_TEST_TOPIC_PREFIX=fencegate-test.] [FENCEGATE_TEST_KAFKA_WORKER_SASL_USER=... FENCEGATE_TEST_KAFKA_WORKER_SASL_PASSWORD_FILE=...] make test-external"; \
+		echo "(deploy/compose/RUNBOOK.md, \"Release check against your own cluster\")"; exit 2; fi
+	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
+	@set -o pipefail; FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
+		$(GO) test -race -count=1 -v -p 1 -timeout $(TEST_TIMEOUT) $(EXTERNAL_PKGS) 2>&1 | tee test-external.log | grep -E '^(ok|FAIL|---|panic)|^\s+--- FAIL'; \
+		rc=$$?; \
+		echo "test-external: $$(grep -cE '^\s*--- PASS' test-external.log) passed, $$(grep -cE '^\s*--- SKIP' test-external.log) skipped, $$(grep -cE '^\s*--- FAIL' test-external.log) failed (test-external.log); skip reasons:"; \
+		grep -oE '_test\.go:[0-9]+: needs .*' test-external.log | sed -E 's/^[^ ]+ //' | sort | uniq -c; \
+		exit $$rc
 
 lint: ## go vet, gofmt -l, staticcheck, the OpenAPI linter and the packaging checks (lint-deploy)
 	$(GO) vet ./...
