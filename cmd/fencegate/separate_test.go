@@ -57,7 +57,7 @@ func TestSeparateProcesses(t *testing.T) {
 	defer stack.Close()
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize = 4, 1, 20, 256
-	sc.Duration, sc.Rate = 3*time.Second, 10
+	sc.Duration, sc.Rate = 2*time.Second, 10
 	sc.FreezeEvery, sc.ChurnEvery, sc.Naive = 0, 0, false
 	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Logger: log})
 	if err != nil {
