@@ -147,8 +147,12 @@ func batchRecords(recs []verify.Record, batch string) int {
 func TestFM27_ReleaseAtNonHolderMisdirected(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	holder := b.newReplica(nil)
-	other := b.newReplica(nil)
+	// Heartbeats every 2 s (fresh for 6 s): a heartbeat delayed by a loaded
+	// machine must not make the live holder look gone, which would
+	// rightly let the other replica release the row.
+	slowBeat := func(c *gateway.Config) { c.HeartbeatEvery = 2 * time.Second }
+	holder := b.newReplica(slowBeat)
+	other := b.newReplica(slowBeat)
 	token := holder.mustAcquire(t, "shard:27", "w1", 30*time.Second)
 	path := fmt.Sprintf("/v1/leases/shard:27?owner_id=w1&token=%d", token)
 	rep := other.do(t, "DELETE", path, nil)
