@@ -12,6 +12,9 @@ import (
 	"github.com/fencegate/fencegate/barrier"
 )
 
+// applyTimeout bounds one chunk's transaction.
+const applyTimeout = 30 * time.Second
+
 // applyTx is one apply transaction. It takes three round trips whatever
 // the chunk's size: the position compare-and-set and the fence locks, then
 // every record's statement in one pipeline, then the commit. Verdicts are
@@ -39,7 +42,14 @@ type judged struct {
 
 // apply applies recs of one partition in one transaction, moving the
 // position from expected to newNext by compare-and-set.
+//
+// A stop does not cut a chunk in flight: its transaction runs on a context
+// that the stop does not cancel (bounded by applyTimeout), so a commit that
+// reached the server is also reported (verdict counters, fences) rather
+// than left committed but unreported.
 func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, newNext int64, recs []*kafka.Message) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
 	var done *applyTx
 	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
