@@ -43,12 +43,15 @@ func acquire(t *testing.T, c *client.Client) *client.Lease {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("%s: not within 10s", what)
 		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
 	}
 }
 

@@ -166,16 +166,19 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 	if st != http.StatusOK || json.Unmarshal(body, &first) != nil {
 		t.Fatalf("former owner's first batch: %d %s", st, body)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond) // polling for the lease to expire
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
 	for {
 		st, body := w.do("POST", "/v1/leases", map[string]any{"name": "shard:2", "owner_id": "successor", "ttl_ms": 60000})
 		if st == http.StatusCreated {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("takeover of shard:2: %d %s", st, body)
 		}
-		time.Sleep(50 * time.Millisecond) // polling for the lease to expire, bounded by the deadline
 	}
 	staleAt := time.Now()
 	st, body = w.do("POST", "/v1/leases/shard:2/records", produceBody("former", old, "f2", 3))
@@ -237,12 +240,7 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 		}
 		// A histogram's series is born at its first event and a rate needs
 		// two scrapes of it: wait for the data, with a deadline.
-		deadline := time.Now().Add(30 * time.Second)
-		n := prom.RangeHasData(expr, began, time.Now())
-		for n == 0 && time.Now().Before(deadline) {
-			time.Sleep(500 * time.Millisecond) // polling Prometheus, bounded by the deadline
-			n = prom.RangeHasData(expr, began, time.Now())
-		}
+		n := pollRange(prom, expr, began, 30*time.Second)
 		if n == 0 {
 			t.Errorf("dashboard %q: query returned no data in %v: %s", q.panel, time.Since(began).Round(time.Second), expr)
 		} else {
@@ -482,4 +480,22 @@ func exportedNames(t *testing.T, endpoints ...string) map[string]bool {
 		}
 	}
 	return out
+}
+
+// pollRange asks Prometheus every half second, until timeout, how many
+// series of expr have data since began.
+func pollRange(prom *promtest.Server, expr string, began time.Time, timeout time.Duration) int {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for {
+		if n := prom.RangeHasData(expr, began, time.Now()); n > 0 {
+			return n
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return 0
+		}
+	}
 }
