@@ -316,7 +316,9 @@ func (w *worker) do(method, path string, body any) (int, []byte) {
 // its budget on a loaded machine) as a worker would, within a deadline.
 func (w *worker) acquire(t *testing.T, name, owner string, ttlMS int) int64 {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	backoff := time.NewTicker(100 * time.Millisecond) // a worker's retry back-off
+	defer backoff.Stop()
+	deadline := time.After(30 * time.Second)
 	for {
 		st, body := w.do("POST", "/v1/leases", map[string]any{"name": name, "owner_id": owner, "ttl_ms": ttlMS})
 		var rep struct {
@@ -325,10 +327,14 @@ func (w *worker) acquire(t *testing.T, name, owner string, ttlMS int) int64 {
 		if st == http.StatusCreated && json.Unmarshal(body, &rep) == nil {
 			return rep.Token
 		}
-		if st != http.StatusServiceUnavailable || time.Now().After(deadline) {
+		if st != http.StatusServiceUnavailable {
 			t.Fatalf("acquire %s: %d %s", name, st, body)
 		}
-		time.Sleep(100 * time.Millisecond) // a worker's retry back-off, bounded by the deadline
+		select {
+		case <-backoff.C:
+		case <-deadline:
+			t.Fatalf("acquire %s: %d %s", name, st, body)
+		}
 	}
 }
 
