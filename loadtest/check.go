@@ -112,6 +112,7 @@ func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
 		rep.Invariants.I3.Checked += len(byPartition[p])
 		for _, v := range verify.NoAckedLoss(rs, byPartition[p]) {
 			rep.Invariants.I3.fail("partition %d: %s", p, v)
+			r.lost[p] = append(r.lost[p], v.Offset)
 		}
 	}
 	rep.Invariants.I2.Pass = rep.Invariants.I2.Violations == 0
@@ -130,6 +131,13 @@ func (r *runner) checkCommitOrder(rep *Report) error {
 		}
 		for _, v := range verify.CommitOrder(whole) {
 			inv.fail("partition %d (commit order): %s", p, v)
+		}
+		// What the log holds where an acknowledged batch is missing.
+		for i, off := range r.lost[p] {
+			if i < 3 {
+				rep.Invariants.I3.Examples = append(rep.Invariants.I3.Examples,
+					fmt.Sprintf("partition %d, whole log: %s", p, verify.Describe(whole, off)))
+			}
 		}
 	}
 	inv.Pass = inv.Violations == 0

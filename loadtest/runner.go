@@ -30,6 +30,9 @@ type runner struct {
 	// 421 named.
 	clientsMu sync.Mutex
 	clients   map[string]*client
+	// lost are the offsets, per partition, of acknowledged records that
+	// I3 found missing (described from the whole log afterwards).
+	lost map[int32][]int64
 	st        *stats
 	value     string
 	workers   [][]*worker
@@ -71,7 +74,7 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && len(stack.children) < 2 {
 		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
 	}
-	r := &runner{sc: sc, stack: stack, clients: map[string]*client{},
+	r := &runner{sc: sc, stack: stack, clients: map[string]*client{}, lost: map[int32][]int64{},
 		st: newStats(), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
 	sampling := stack.startSampling()
 	r.gatewayPhase(ctx)

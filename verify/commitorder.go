@@ -204,3 +204,29 @@ func judgeCommitted(r LogRecord, marker int64, gens map[int64]generation) []Viol
 	}
 	return out
 }
+
+// Describe says what the whole log holds at offset off: the record (its
+// producer id, epoch and stamp) and the marker that ended its transaction
+// (commit or abort, and where), or that the offset holds no record. It is
+// for reports of I3 failures: whether an acknowledged batch was never
+// written, or written and aborted, and by which producer.
+func Describe(log []LogRecord, off int64) string {
+	for i, r := range log {
+		if r.Offset != off {
+			continue
+		}
+		what := fmt.Sprintf("offset %d: producer %d epoch %d, lease %q token %d batch %q seq %d, transactional %v",
+			r.Offset, r.ProducerID, r.ProducerEpoch, r.Lease, r.Token, r.Batch, r.Seq, r.Transactional)
+		for _, m := range log[i+1:] {
+			if m.Control && m.ProducerID == r.ProducerID {
+				kind := "ABORT"
+				if m.Commit {
+					kind = "COMMIT"
+				}
+				return fmt.Sprintf("%s; ended by %s at offset %d (epoch %d)", what, kind, m.Offset, m.ProducerEpoch)
+			}
+		}
+		return what + "; no marker after it (transaction still open)"
+	}
+	return fmt.Sprintf("offset %d: no record in the log", off)
+}
