@@ -223,10 +223,36 @@ func Describe(log []LogRecord, off int64) string {
 				if m.Commit {
 					kind = "COMMIT"
 				}
-				return fmt.Sprintf("%s; ended by %s at offset %d (epoch %d)", what, kind, m.Offset, m.ProducerEpoch)
+				return fmt.Sprintf("%s; ended by %s at offset %d (epoch %d); before it, this producer's %s",
+					what, kind, m.Offset, m.ProducerEpoch, history(log[:i], r.ProducerID))
 			}
 		}
 		return what + "; no marker after it (transaction still open)"
 	}
 	return fmt.Sprintf("offset %d: no record in the log", off)
+}
+
+// history lists the last transactions of producer pid in log: first
+// offset, epoch and how each ended.
+func history(log []LogRecord, pid int64) string {
+	var out []string
+	first := int64(-1)
+	for _, r := range log {
+		switch {
+		case r.ProducerID != pid:
+		case !r.Control && first < 0:
+			first = r.Offset
+		case r.Control:
+			kind := "abort"
+			if r.Commit {
+				kind = "commit"
+			}
+			out = append(out, fmt.Sprintf("[%d..%d %s e%d]", first, r.Offset, kind, r.ProducerEpoch))
+			first = -1
+		}
+	}
+	if len(out) > 6 {
+		out = out[len(out)-6:]
+	}
+	return fmt.Sprint(out)
 }
