@@ -32,11 +32,11 @@ type runner struct {
 	clients   map[string]*client
 	// lost are the offsets, per partition, of acknowledged records that
 	// I3 found missing (described from the whole log afterwards).
-	lost map[int32][]int64
-	st        *stats
-	value     string
-	workers   [][]*worker
-	opts      Options
+	lost    map[int32][]int64
+	st      *stats
+	value   string
+	workers [][]*worker
+	opts    Options
 	// threadsBefore is the process's OS thread count before the run.
 	threadsBefore int
 }
