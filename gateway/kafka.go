@@ -47,6 +47,11 @@ func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, e
 		// Delivery reports go to the per-batch channel; no other events
 		// are needed, so the events channel stays small.
 		"go.events.channel.size": 64,
+		// Produce() with a per-batch delivery channel never uses the
+		// ProduceChannel; its default buffer (1,000,000 entries, 8 MB per
+		// instance, zeroed and scanned by every GC) was a quarter of the
+		// gateway's CPU profile and most of its RSS (BENCHMARKS.md).
+		"go.produce.channel.size": 0,
 		// Delivery reports carry only the partition and offset back into
 		// Go; copying keys, values and headers back doubles the cgo work.
 		"go.delivery.report.fields": "none",

@@ -68,7 +68,7 @@ func bareProducer(ctx context.Context, conn kafkaconn.Config, i, n int, value []
 		return err
 	}
 	for k, v := range (kafka.ConfigMap{"linger.ms": 1, "enable.metrics.push": false, "go.logs.channel.enable": false,
-		"go.delivery.reports": false, "transactional.id": fmt.Sprintf("loadtest-bare-%d", i)}) {
+		"go.delivery.reports": false, "go.produce.channel.size": 0, "transactional.id": fmt.Sprintf("loadtest-bare-%d", i)}) {
 		cm[k] = v
 	}
 	p, err := kafka.NewProducer(&cm)

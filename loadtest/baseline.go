@@ -48,8 +48,10 @@ func newProducer(conn kafkaconn.Config, transactionalID string) (*kafka.Producer
 	if err != nil {
 		return nil, err
 	}
+	// go.produce.channel.size 0: the same as the gateway's producers (no
+	// unused 8 MB ProduceChannel per instance), so the yardstick is fair.
 	for k, v := range (kafka.ConfigMap{"linger.ms": 1, "enable.metrics.push": false,
-		"go.logs.channel.enable": false, "go.delivery.report.fields": "none"}) {
+		"go.logs.channel.enable": false, "go.delivery.report.fields": "none", "go.produce.channel.size": 0}) {
 		cm[k] = v
 	}
 	if transactionalID != "" {
