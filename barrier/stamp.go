@@ -23,15 +23,18 @@ type Stamp struct {
 // and owner on every record, batch and seq on data, the barrier flag on a
 // barrier. ReadStamp decodes them; the two are the one wire format of the
 // headers (FuzzStampRoundTrip).
-func (s Stamp) Headers() []kafka.Header {
-	hs := make([]kafka.Header, 3, 5)
-	hs[0] = kafka.Header{Key: HeaderLease, Value: []byte(s.Lease)}
-	hs[1] = kafka.Header{Key: HeaderToken, Value: strconv.AppendInt(nil, s.Token, 10)}
-	hs[2] = kafka.Header{Key: HeaderOwner, Value: []byte(s.Owner)}
+func (s Stamp) Headers() []kafka.Header { return s.AppendHeaders(make([]kafka.Header, 0, 5)) }
+
+// AppendHeaders appends s's headers to dst (a record's own headers), so
+// that a record's headers take one allocation.
+func (s Stamp) AppendHeaders(dst []kafka.Header) []kafka.Header {
+	dst = append(dst, kafka.Header{Key: HeaderLease, Value: []byte(s.Lease)},
+		kafka.Header{Key: HeaderToken, Value: strconv.AppendInt(nil, s.Token, 10)},
+		kafka.Header{Key: HeaderOwner, Value: []byte(s.Owner)})
 	if s.Barrier {
-		return append(hs, kafka.Header{Key: HeaderBarrier, Value: []byte("1")})
+		return append(dst, kafka.Header{Key: HeaderBarrier, Value: []byte("1")})
 	}
-	return append(hs, kafka.Header{Key: HeaderBatch, Value: []byte(s.Batch)},
+	return append(dst, kafka.Header{Key: HeaderBatch, Value: []byte(s.Batch)},
 		kafka.Header{Key: HeaderSeq, Value: strconv.AppendInt(nil, int64(s.Seq), 10)})
 }
 

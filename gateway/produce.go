@@ -288,14 +288,15 @@ func (g *Gateway) fail(s *session, step string, err error, f fate) *Error {
 // stampAll builds the batch's records with the fencegate headers.
 func (g *Gateway) stampAll(s *session, req ProduceRequest) []record {
 	out := make([]record, len(req.Records))
+	st := s.stamp()
+	st.Batch = req.BatchID
 	for i, r := range req.Records {
 		hs := make([]kafka.Header, 0, len(r.Headers)+5)
 		for k, v := range r.Headers {
 			hs = append(hs, kafka.Header{Key: k, Value: []byte(v)})
 		}
-		st := s.stamp()
-		st.Batch, st.Seq = req.BatchID, i
-		out[i] = record{key: r.Key, value: r.Value, headers: append(hs, st.Headers()...)}
+		st.Seq = i
+		out[i] = record{key: r.Key, value: r.Value, headers: st.AppendHeaders(hs)}
 	}
 	return out
 }
