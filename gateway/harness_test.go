@@ -300,20 +300,14 @@ func (b *testBundle) read(t testing.TB, name string) []verify.Record {
 // I3 on the lease's partition.
 func (b *testBundle) checkInvariants(t testing.TB, name string, log *ackLog) []verify.Record {
 	t.Helper()
-	recs := b.read(t, name)
-	for _, v := range verify.NoStaleWrite(recs) {
-		t.Errorf("%s", v)
-	}
-	whole, err := verify.ReadLog(b.kafka.Conn, b.kafka.Topic, b.partitionOf(name), 30*time.Second)
+	log.mu.Lock()
+	acked := append([]verify.Batch(nil), log.acked...)
+	log.mu.Unlock()
+	recs, vs, err := verify.CheckPartition(b.kafka.Conn, b.kafka.Topic, b.partitionOf(name), acked, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range verify.CommitOrder(whole) {
-		t.Errorf("%s", v)
-	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	for _, v := range verify.NoAckedLoss(recs, log.acked) {
+	for _, v := range vs {
 		t.Errorf("%s", v)
 	}
 	return recs

@@ -256,3 +256,21 @@ func history(log []LogRecord, pid int64) string {
 	}
 	return fmt.Sprint(out)
 }
+
+// CheckPartition reads one lease partition both ways and checks every
+// invariant a partition shows: I2 in offset order on what read_committed
+// readers see (NoStaleWrite), I2 in commit order on the whole log with
+// its markers (CommitOrder), and I3 for the acknowledged batches
+// (NoAckedLoss). Tests use it so that no caller forgets one of the three.
+func CheckPartition(conn kafkaconn.Config, topic string, partition int32, acked []Batch, timeout time.Duration) ([]Record, []Violation, error) {
+	recs, err := ReadPartition(conn, topic, partition, timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	whole, err := ReadLog(conn, topic, partition, timeout)
+	if err != nil {
+		return recs, nil, err
+	}
+	vs := append(NoStaleWrite(recs), CommitOrder(whole)...)
+	return recs, append(vs, NoAckedLoss(recs, acked)...), nil
+}
