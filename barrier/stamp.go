@@ -23,19 +23,46 @@ type Stamp struct {
 // and owner on every record, batch and seq on data, the barrier flag on a
 // barrier. ReadStamp decodes them; the two are the one wire format of the
 // headers (FuzzStampRoundTrip).
-func (s Stamp) Headers() []kafka.Header { return s.AppendHeaders(make([]kafka.Header, 0, 5)) }
+func (s Stamp) Headers() []kafka.Header {
+	return s.AppendHeaders(make([]kafka.Header, 0, DataHeaders))
+}
 
-// AppendHeaders appends s's headers to dst (a record's own headers), so
-// that a record's headers take one allocation.
+// DataHeaders is the number of headers Append adds to a data record.
+const DataHeaders = 5
+
+// AppendHeaders appends s's headers to dst (a record's own headers).
 func (s Stamp) AppendHeaders(dst []kafka.Header) []kafka.Header {
-	dst = append(dst, kafka.Header{Key: HeaderLease, Value: []byte(s.Lease)},
-		kafka.Header{Key: HeaderToken, Value: strconv.AppendInt(nil, s.Token, 10)},
-		kafka.Header{Key: HeaderOwner, Value: []byte(s.Owner)})
-	if s.Barrier {
+	return s.Stamper().Append(dst, s.Seq)
+}
+
+// Stamper encodes the headers of one batch's records: the values every
+// record shares (lease, token, owner, batch) once, the seq per record.
+// Records may share the returned header values: producers copy them.
+type Stamper struct {
+	s                          Stamp
+	lease, token, owner, batch []byte
+	digits                     []byte // the seqs so far, end to end
+}
+
+// Stamper returns the encoder of s's headers (s.Seq is ignored: Append
+// takes each record's).
+func (s Stamp) Stamper() *Stamper {
+	return &Stamper{s: s, lease: []byte(s.Lease), token: strconv.AppendInt(nil, s.Token, 10),
+		owner: []byte(s.Owner), batch: []byte(s.Batch)}
+}
+
+// Append appends the headers of the record with sequence number seq.
+func (p *Stamper) Append(dst []kafka.Header, seq int) []kafka.Header {
+	dst = append(dst, kafka.Header{Key: HeaderLease, Value: p.lease},
+		kafka.Header{Key: HeaderToken, Value: p.token},
+		kafka.Header{Key: HeaderOwner, Value: p.owner})
+	if p.s.Barrier {
 		return append(dst, kafka.Header{Key: HeaderBarrier, Value: []byte("1")})
 	}
-	return append(dst, kafka.Header{Key: HeaderBatch, Value: []byte(s.Batch)},
-		kafka.Header{Key: HeaderSeq, Value: strconv.AppendInt(nil, int64(s.Seq), 10)})
+	start := len(p.digits)
+	p.digits = strconv.AppendInt(p.digits, int64(seq), 10)
+	return append(dst, kafka.Header{Key: HeaderBatch, Value: p.batch},
+		kafka.Header{Key: HeaderSeq, Value: p.digits[start:len(p.digits):len(p.digits)]})
 }
 
 // Reserved reports whether a header name belongs to fencegate: the

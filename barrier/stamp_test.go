@@ -1,6 +1,11 @@
 package barrier
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
 
 // FuzzStampRoundTrip: the header codec is one wire format. A valid stamp
 // decodes to itself; an invalid one (no lease, token <= 0, a data record
@@ -34,6 +39,30 @@ func TestReservedIgnoresCase(t *testing.T) {
 		"fencegate": false, "x-fencegate-token": false, "": false, "app": false} {
 		if Reserved(name) != want {
 			t.Errorf("Reserved(%q) = %v, want %v", name, !want, want)
+		}
+	}
+}
+
+// TestStamperMatchesHeaders: a batch's records stamped by one Stamper
+// carry exactly the headers each record's own Stamp encodes, and reading
+// them back gives each record its own seq (the shared values are not
+// overwritten by later records).
+func TestStamperMatchesHeaders(t *testing.T) {
+	st := Stamp{Lease: "shard:1", Token: 77, Owner: "w-1", Batch: "b-9"}
+	p := st.Stamper()
+	var all [][]kafka.Header
+	for seq := range 1200 {
+		all = append(all, p.Append([]kafka.Header{{Key: "app", Value: []byte("x")}}, seq))
+	}
+	for seq, hs := range all {
+		st.Seq = seq
+		want := append([]kafka.Header{{Key: "app", Value: []byte("x")}}, st.Headers()...)
+		if fmt.Sprint(hs) != fmt.Sprint(want) {
+			t.Fatalf("seq %d: %v, want %v", seq, hs, want)
+		}
+		got, err := ReadStamp(hs)
+		if err != nil || got != st {
+			t.Fatalf("seq %d read back as %+v, %v", seq, got, err)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/fencegate/fencegate/client/wire"
 )
 
 // Config of a Client. Zero durations take their defaults.
@@ -78,12 +80,13 @@ func New(cfg Config) (*Client, error) {
 // error reply is a *Problem; anything else is a transport error.
 func (c *Client) call(ctx context.Context, base, method, path string, body, out any) error {
 	var rd io.Reader
+	contentType := ""
 	if body != nil {
-		raw, err := json.Marshal(body)
+		raw, ct, err := encodeBody(body)
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(raw)
+		rd, contentType = bytes.NewReader(raw), ct
 	}
 	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
@@ -91,7 +94,7 @@ func (c *Client) call(ctx context.Context, base, method, path string, body, out 
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.cfg.HTTP.Do(req)
 	if err != nil {
@@ -115,6 +118,16 @@ func (c *Client) call(ctx context.Context, base, method, path string, body, out 
 		}
 	}
 	return nil
+}
+
+// encodeBody encodes a request body: a batch in the binary format, which
+// the gateway decodes at a fraction of JSON's cost, anything else as JSON.
+func encodeBody(body any) ([]byte, string, error) {
+	if b, ok := body.(wire.Batch); ok {
+		return wire.Append(make([]byte, 0, wire.Size(b)), b), wire.ContentType, nil
+	}
+	raw, err := json.Marshal(body)
+	return raw, "application/json", err
 }
 
 // backoff is the wait before retry n (1, 2, ...) after err: doubling from

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/client/wire"
 )
 
 // fakeGateway answers the SDK as one lease of a gateway would, except for
@@ -86,7 +89,18 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			BatchID string `json:"batch_id"`
 			Records []any  `json:"records"`
 		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
+		if r.Header.Get("Content-Type") == wire.ContentType {
+			raw, _ := io.ReadAll(r.Body)
+			b, err := wire.Decode(raw, 1<<20)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body.Owner, body.Token, body.BatchID = b.OwnerID, b.Token, b.BatchID
+			body.Records = make([]any, len(b.Records))
+		} else {
+			_ = json.NewDecoder(r.Body).Decode(&body)
+		}
 		kind := ""
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases" && body.Token == 0:

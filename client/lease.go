@@ -3,14 +3,17 @@ package client
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fencegate/fencegate/client/wire"
 )
 
 // Lease is an acquired lease, renewed in the background until Release or
@@ -283,28 +286,19 @@ type Result struct {
 	ProducerEpoch int16   `json:"producer_epoch"`
 }
 
-type wireData struct {
-	Type string `json:"type"`
-	Data string `json:"data"`
-}
-
-type wireRecord struct {
-	Key     *wireData         `json:"key,omitempty"`
-	Value   *wireData         `json:"value,omitempty"`
-	Headers map[string]string `json:"headers,omitempty"`
-}
-
-func binary(b []byte) *wireData {
-	if b == nil {
-		return nil
-	}
-	return &wireData{Type: "BINARY", Data: base64.StdEncoding.EncodeToString(b)}
-}
-
-func encodeRecords(recs []Record) []wireRecord {
-	out := make([]wireRecord, len(recs))
+// wireRecords converts recs for the binary body, header names sorted.
+func wireRecords(recs []Record) []wire.Record {
+	out := make([]wire.Record, len(recs))
 	for i, r := range recs {
-		out[i] = wireRecord{Key: binary(r.Key), Value: binary(r.Value), Headers: r.Headers}
+		out[i] = wire.Record{Key: r.Key, Value: r.Value}
+		if len(r.Headers) == 0 {
+			continue
+		}
+		hs := make([]wire.Header, 0, len(r.Headers))
+		for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
+			hs = append(hs, wire.Header{Name: k, Value: []byte(r.Headers[k])})
+		}
+		out[i].Headers = hs
 	}
 	return out
 }
@@ -328,7 +322,7 @@ func encodeRecords(recs []Record) []wireRecord {
 // ErrOutcomeUnknown: the batch may be committed.
 func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Result, error) {
 	path := "/v1/leases/" + url.PathEscape(l.name) + "/records"
-	records := encodeRecords(recs)
+	records := wireRecords(recs)
 	unknown := false
 	fail := func(err error) (Result, error) {
 		if unknown {
@@ -355,8 +349,8 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 			return fail(fmt.Errorf("fencegate: produce %s: %w (last answer: %w)", batchID, cerr, last))
 		}
 		var res Result
-		err = l.c.call(ctx, base, http.MethodPost, path, map[string]any{
-			"owner_id": l.c.cfg.Owner, "token": token, "batch_id": batchID, "records": records}, &res)
+		err = l.c.call(ctx, base, http.MethodPost, path, wire.Batch{
+			OwnerID: l.c.cfg.Owner, Token: token, BatchID: batchID, Records: records}, &res)
 		if err == nil {
 			return res, nil
 		}

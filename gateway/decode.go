@@ -11,7 +11,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
@@ -176,7 +179,24 @@ func requireToken(t *int64) (int64, *Error) {
 	return *t, nil
 }
 
-func decodeProduce(b []byte, name string, lim Limits) (ProduceRequest, *Error) {
+// decodeProduce decodes a produce body: the binary batch (wire.ContentType,
+// what the SDK sends) or JSON. Both go through the same checks.
+func decodeProduce(b []byte, contentType, name string, lim Limits) (ProduceRequest, *Error) {
+	if isBinaryBatch(contentType) {
+		return decodeBinaryProduce(b, name, lim)
+	}
+	return decodeJSONProduce(b, name, lim)
+}
+
+// isBinaryBatch reports whether a Content-Type names the binary batch
+// (parameters ignored); anything else is read as JSON, as before the
+// binary body existed (curl -d sends a form type).
+func isBinaryBatch(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), wire.ContentType)
+}
+
+func decodeJSONProduce(b []byte, name string, lim Limits) (ProduceRequest, *Error) {
 	var body produceBody
 	if err := strictJSON(b, &body); err != nil {
 		return ProduceRequest{}, err
@@ -184,36 +204,103 @@ func decodeProduce(b []byte, name string, lim Limits) (ProduceRequest, *Error) {
 	if body.OwnerID == nil {
 		return ProduceRequest{}, errorf(CodeInvalidRequest, "owner_id is required")
 	}
-	if err := checkOwner(*body.OwnerID); err != nil {
-		return ProduceRequest{}, err
-	}
 	token, err := requireToken(body.Token)
 	if err != nil {
 		return ProduceRequest{}, err
 	}
-	if body.BatchID == nil || *body.BatchID == "" || len(*body.BatchID) > 255 ||
-		!utf8.ValidString(*body.BatchID) || strings.ContainsFunc(*body.BatchID, isControl) {
-		return ProduceRequest{}, errorf(CodeInvalidRequest, "batch_id is required: 1..255 bytes of UTF-8 without control characters")
+	if body.BatchID == nil {
+		return ProduceRequest{}, errorf(CodeInvalidRequest, batchIDRule)
 	}
-	if len(body.Records) == 0 {
-		return ProduceRequest{}, errorf(CodeInvalidRequest, "records must hold at least one record")
+	req := ProduceRequest{Name: name, Owner: *body.OwnerID, Token: token, BatchID: *body.BatchID}
+	if err := checkBatch(req, len(body.Records), lim); err != nil {
+		return ProduceRequest{}, err
 	}
-	if len(body.Records) > lim.MaxRecords {
-		return ProduceRequest{}, errorf(CodePayloadTooLarge, "%d records exceed the limit of %d per batch", len(body.Records), lim.MaxRecords)
-	}
-	recs := make([]Record, len(body.Records))
+	req.Records = make([]Record, len(body.Records))
 	for i := range body.Records {
-		r, err := decodeRecord(body.Records[i], lim)
+		r, err := decodeRecord(body.Records[i])
+		if err == nil {
+			err = checkRecord(r, lim)
+		}
 		if err != nil {
 			err.Detail = fmt.Sprintf("records[%d]: %s", i, err.Detail)
 			return ProduceRequest{}, err
 		}
-		recs[i] = r
+		req.Records[i] = r
 	}
-	return ProduceRequest{Name: name, Owner: *body.OwnerID, Token: token, BatchID: *body.BatchID, Records: recs}, nil
+	return req, nil
 }
 
-func decodeRecord(rb recordBody, lim Limits) (Record, *Error) {
+func decodeBinaryProduce(b []byte, name string, lim Limits) (ProduceRequest, *Error) {
+	batch, derr := wire.Decode(b, lim.MaxRecords)
+	switch {
+	case errors.Is(derr, wire.ErrTooManyRecords):
+		return ProduceRequest{}, errorf(CodePayloadTooLarge, "%v", derr)
+	case derr != nil:
+		return ProduceRequest{}, errorf(CodeInvalidRequest, "malformed %s body: %v", wire.ContentType, derr)
+	}
+	req := ProduceRequest{Name: name, Owner: batch.OwnerID, Token: batch.Token, BatchID: batch.BatchID}
+	if err := checkBatch(req, len(batch.Records), lim); err != nil {
+		return ProduceRequest{}, err
+	}
+	req.Records = make([]Record, len(batch.Records))
+	var arena []kafka.Header // the batch's headers in one growing allocation
+	for i, wr := range batch.Records {
+		start := len(arena)
+		for _, h := range wr.Headers {
+			arena = append(arena, kafka.Header{Key: h.Name, Value: h.Value})
+		}
+		r := Record{Key: wr.Key, Value: wr.Value, Headers: arena[start:len(arena):len(arena)]}
+		if err := checkRecord(r, lim); err != nil {
+			err.Detail = fmt.Sprintf("records[%d]: %s", i, err.Detail)
+			return ProduceRequest{}, err
+		}
+		req.Records[i] = r
+	}
+	return req, nil
+}
+
+const batchIDRule = "batch_id is required: 1..255 bytes of UTF-8 without control characters"
+
+// checkBatch holds a batch's owner, batch id and record count to the
+// rules, whichever body carried them (the token was checked on decoding).
+func checkBatch(req ProduceRequest, records int, lim Limits) *Error {
+	if err := checkOwner(req.Owner); err != nil {
+		return err
+	}
+	if req.BatchID == "" || len(req.BatchID) > 255 || !utf8.ValidString(req.BatchID) || strings.ContainsFunc(req.BatchID, isControl) {
+		return errorf(CodeInvalidRequest, batchIDRule)
+	}
+	if records == 0 {
+		return errorf(CodeInvalidRequest, "records must hold at least one record")
+	}
+	if records > lim.MaxRecords {
+		return errorf(CodePayloadTooLarge, "%d records exceed the limit of %d per batch", records, lim.MaxRecords)
+	}
+	return nil
+}
+
+// checkRecord holds one record to the header and size rules.
+func checkRecord(r Record, lim Limits) *Error {
+	size := len(r.Key) + len(r.Value)
+	for i, h := range r.Headers {
+		if h.Key == "" || barrier.Reserved(h.Key) {
+			return errorf(CodeInvalidRequest, "header %q: empty names and the %q prefix are reserved", h.Key, barrier.ReservedPrefix)
+		}
+		for _, earlier := range r.Headers[:i] {
+			if earlier.Key == h.Key {
+				return errorf(CodeInvalidRequest, "header %q appears twice", h.Key)
+			}
+		}
+		size += len(h.Key) + len(h.Value)
+	}
+	if size > lim.MaxRecordBytes {
+		return errorf(CodePayloadTooLarge, "record of %d bytes exceeds the limit of %d", size, lim.MaxRecordBytes)
+	}
+	return nil
+}
+
+// decodeRecord decodes a JSON record's key, value and headers.
+func decodeRecord(rb recordBody) (Record, *Error) {
 	key, err := rb.Key.bytes("key")
 	if err != nil {
 		return Record{}, err
@@ -222,17 +309,14 @@ func decodeRecord(rb recordBody, lim Limits) (Record, *Error) {
 	if err != nil {
 		return Record{}, err
 	}
-	size := len(key) + len(value)
-	for k, v := range rb.Headers {
-		if k == "" || barrier.Reserved(k) {
-			return Record{}, errorf(CodeInvalidRequest, "header %q: empty names and the %q prefix are reserved", k, barrier.ReservedPrefix)
+	var hs []kafka.Header
+	if len(rb.Headers) > 0 {
+		hs = make([]kafka.Header, 0, len(rb.Headers))
+		for k, v := range rb.Headers {
+			hs = append(hs, kafka.Header{Key: k, Value: []byte(v)})
 		}
-		size += len(k) + len(v)
 	}
-	if size > lim.MaxRecordBytes {
-		return Record{}, errorf(CodePayloadTooLarge, "record of %d bytes exceeds the limit of %d", size, lim.MaxRecordBytes)
-	}
-	return Record{Key: key, Value: value, Headers: rb.Headers}, nil
+	return Record{Key: key, Value: value, Headers: hs}, nil
 }
 
 // bytes decodes a key or value; nil (absent or JSON null) stays nil.

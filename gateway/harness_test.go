@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
@@ -175,8 +176,13 @@ func (r *replica) do(t testing.TB, method, path string, body any) reply {
 func (r *replica) doAs(t testing.TB, token, method, path string, body any) reply {
 	t.Helper()
 	var rd io.Reader
+	contentType := "application/json"
 	switch v := body.(type) {
 	case nil:
+	case wire.Batch:
+		rd, contentType = bytes.NewReader(wire.Append(nil, v)), wire.ContentType
+	case rawBinary:
+		rd, contentType = bytes.NewReader(v), wire.ContentType
 	case []byte:
 		rd = bytes.NewReader(v)
 	case string:
@@ -195,7 +201,7 @@ func (r *replica) doAs(t testing.TB, token, method, path string, body any) reply
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -208,6 +214,9 @@ func (r *replica) doAs(t testing.TB, token, method, path string, body any) reply
 	_ = dec.Decode(&out.body)
 	return out
 }
+
+// rawBinary is a body sent as-is with the binary batch's content type.
+type rawBinary []byte
 
 func (r *replica) acquire(t testing.TB, name, owner string, ttl time.Duration) reply {
 	t.Helper()

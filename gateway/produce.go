@@ -9,13 +9,15 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencegate/fencegate/barrier"
 )
 
 // Record is one record of a batch, decoded.
 type Record struct {
 	Key     []byte
 	Value   []byte
-	Headers map[string]string
+	Headers []kafka.Header // the worker's own; names are unique and not reserved
 }
 
 // ProduceRequest is one batch: one Kafka transaction.
@@ -285,18 +287,22 @@ func (g *Gateway) fail(s *session, step string, err error, f fate) *Error {
 	return settle(reason, f)
 }
 
-// stampAll builds the batch's records with the fencegate headers.
+// stampAll builds the batch's records with the fencegate headers: the
+// headers of all records in one allocation, the shared values encoded once.
 func (g *Gateway) stampAll(s *session, req ProduceRequest) []record {
 	out := make([]record, len(req.Records))
 	st := s.stamp()
 	st.Batch = req.BatchID
+	stamper := st.Stamper()
+	n := 0
+	for _, r := range req.Records {
+		n += len(r.Headers) + barrier.DataHeaders
+	}
+	all := make([]kafka.Header, 0, n)
 	for i, r := range req.Records {
-		hs := make([]kafka.Header, 0, len(r.Headers)+5)
-		for k, v := range r.Headers {
-			hs = append(hs, kafka.Header{Key: k, Value: []byte(v)})
-		}
-		st.Seq = i
-		out[i] = record{key: r.Key, value: r.Value, headers: st.AppendHeaders(hs)}
+		start := len(all)
+		all = stamper.Append(append(all, r.Headers...), i)
+		out[i] = record{key: r.Key, value: r.Value, headers: all[start:len(all):len(all)]}
 	}
 	return out
 }

@@ -214,7 +214,7 @@ func (s *Server) produce(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, derr := decodeProduce(b, name, s.g.cfg.Limits)
+	req, derr := decodeProduce(b, c.Request().Header.Get(echo.HeaderContentType), name, s.g.cfg.Limits)
 	if derr != nil {
 		s.g.met.batch(c.Request().Context(), outcomeInvalid, 0)
 		return derr

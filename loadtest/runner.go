@@ -34,7 +34,7 @@ type runner struct {
 	// I3 found missing (described from the whole log afterwards).
 	lost    map[int32][]int64
 	st      *stats
-	value   string
+	value   []byte
 	workers [][]*worker
 	opts    Options
 	// threadsBefore is the process's OS thread count before the run.

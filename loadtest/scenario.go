@@ -56,15 +56,24 @@ type Scenario struct {
 	// and exit, and starts it again: a rolling restart under load. Workers
 	// re-home to another replica with their tokens. 0: off.
 	DrainReplicaAfter time.Duration `yaml:"drain_replica_after"`
+	// Body is how workers send batches: "binary" (the compact body the
+	// SDK sends, the default) or "json" (what curl sends).
+	Body string `yaml:"body"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
 }
 
+// The batch bodies workers can send.
+const (
+	BodyBinary = "binary"
+	BodyJSON   = "json"
+)
+
 // Defaults is the default scenario of `make loadtest`.
 func Defaults() Scenario {
 	return Scenario{Leases: 16, WorkersPerLease: 2, BatchSize: 100, RecordSize: 1024, Duration: 20 * time.Second,
-		TTL: 2 * time.Second, FreezeEvery: 5 * time.Second, ChurnEvery: 4 * time.Second, Direct: true, Naive: true}
+		TTL: 2 * time.Second, FreezeEvery: 5 * time.Second, ChurnEvery: 4 * time.Second, Body: BodyBinary, Direct: true, Naive: true}
 }
 
 // LoadScenario reads a YAML scenario over the defaults.
@@ -89,7 +98,12 @@ func (s *Scenario) Validate() error {
 	if s.ReplicaPause == 0 {
 		s.ReplicaPause = 3 * s.TTL
 	}
+	if s.Body == "" {
+		s.Body = BodyBinary
+	}
 	switch {
+	case s.Body != BodyBinary && s.Body != BodyJSON:
+		return errors.New("body must be binary or json")
 	case s.Leases < 1 || s.Leases > 10000:
 		return errors.New("leases must be 1..10000")
 	case s.WorkersPerLease < 1 || s.WorkersPerLease > 16:

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencegate/fencegate/client/wire"
 )
 
 // client speaks the gateway's v1 API.
@@ -44,11 +46,16 @@ func (r reply) int(field string) int64 {
 // in flight: each finishes (bounded by the client timeout) so that no batch
 // is cut off half-way by the harness itself.
 func (c *client) do(ctx context.Context, method, path string, body []byte) reply {
+	return c.send(ctx, method, path, "application/json", body)
+}
+
+func (c *client) send(ctx context.Context, method, path, contentType string, body []byte) reply {
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return reply{code: err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", contentType)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return reply{code: "transport: " + err.Error()}
@@ -214,20 +221,29 @@ func (w *worker) follow(rep reply) {
 // batchBody is one attempt at a batch. Each record's key carries the
 // attempt's id, so that the log read afterwards says whether this very
 // attempt was committed, whatever it was answered.
-func (w *worker) batchBody(batch, attempt string) []byte {
+func (w *worker) batchBody(batch, attempt string) (contentType string, body []byte) {
+	if w.r.sc.Body == BodyBinary {
+		recs := make([]wire.Record, w.r.sc.BatchSize)
+		for i := range recs {
+			recs[i] = wire.Record{Key: []byte(attempt + "/" + strconv.Itoa(i)), Value: w.r.value}
+		}
+		b := wire.Batch{OwnerID: w.id, Token: w.token, BatchID: batch, Records: recs}
+		return wire.ContentType, wire.Append(make([]byte, 0, wire.Size(b)), b)
+	}
 	recs := make([]map[string]any, w.r.sc.BatchSize)
-	val := map[string]any{"type": "BINARY", "data": w.r.value}
+	val := map[string]any{"type": "BINARY", "data": base64.StdEncoding.EncodeToString(w.r.value)}
 	for i := range recs {
 		recs[i] = map[string]any{"key": map[string]any{"type": "STRING", "data": attempt + "/" + strconv.Itoa(i)}, "value": val}
 	}
-	return jsonBody(map[string]any{"owner_id": w.id, "token": w.token, "batch_id": batch, "records": recs})
+	return "application/json", jsonBody(map[string]any{"owner_id": w.id, "token": w.token, "batch_id": batch, "records": recs})
 }
 
 // send makes one produce attempt and records its answer.
 func (w *worker) send(ctx context.Context, batch string) reply {
 	attempt := w.r.st.nextAttempt()
 	staleAtSend := w.r.st.latestGrant(w.lease) > w.token
-	rep := w.gw.Load().do(ctx, "POST", "/v1/leases/"+w.lease+"/records", w.batchBody(batch, attempt))
+	ct, body := w.batchBody(batch, attempt)
+	rep := w.gw.Load().send(ctx, "POST", "/v1/leases/"+w.lease+"/records", ct, body)
 	w.r.st.answer(attempt, rep, staleAtSend, w.r.st.latestGrant(w.lease) > w.token)
 	return rep
 }
@@ -292,6 +308,4 @@ func wait(ctx context.Context, d time.Duration) {
 	}
 }
 
-func recordValue(size int) string {
-	return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("x"), size))
-}
+func recordValue(size int) []byte { return bytes.Repeat([]byte("x"), size) }

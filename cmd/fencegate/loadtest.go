@@ -52,6 +52,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.FreezeReplicaEvery, "freeze-replica-every", 0, "SIGSTOP one gateway replica this often, mid-batch, while its leases move to another (embedded; starts 2 replicas; 0: off)")
 	fs.DurationVar(&sc.ReplicaPause, "replica-pause", 0, "how long a frozen replica stays stopped (default 3 x TTL)")
 	fs.DurationVar(&sc.DrainReplicaAfter, "drain-replica-after", 0, "SIGTERM the first gateway replica this long into the run, wait for its drain, restart it (embedded; starts 2 replicas; 0: off)")
+	fs.StringVar(&sc.Body, "body", sc.Body, "batch body workers send: binary (as the SDK) or json (as curl)")
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {

@@ -1,0 +1,105 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func sample() Batch {
+	return Batch{OwnerID: "worker-1", Token: 42, BatchID: "b-7", Records: []Record{
+		{Key: []byte("k"), Value: bytes.Repeat([]byte{0, 1, 2}, 400),
+			Headers: []Header{{Name: "app", Value: []byte("x")}, {Name: "empty", Value: []byte{}}}},
+		{Key: nil, Value: nil},
+		{Key: []byte{}, Value: []byte{}},
+	}}
+}
+
+func TestRoundTrip(t *testing.T) {
+	b := sample()
+	enc := Append(nil, b)
+	if len(enc) > Size(b) {
+		t.Fatalf("Size %d < encoded %d", Size(b), len(enc))
+	}
+	got, err := Decode(enc, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Fatalf("round trip:\n got %#v\nwant %#v", got, b)
+	}
+	if got.Records[1].Key != nil || got.Records[2].Key == nil {
+		t.Fatal("null and empty keys must stay apart")
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	good := Append(nil, sample())
+	cases := map[string]struct {
+		body []byte
+		want string
+	}{
+		"empty":          {nil, "must start with FGB"},
+		"json":           {[]byte(`{"owner_id":"a"}`), "must start with FGB"},
+		"version 2":      {append([]byte("FGB\x02"), good[4:]...), "must start with FGB"},
+		"trailing":       {append(append([]byte{}, good...), 0), "after the last record"},
+		"zero token":     {Append(nil, Batch{OwnerID: "o", Token: 0, BatchID: "b"}), "token must be a positive"},
+		"bad owner utf8": {Append(nil, Batch{OwnerID: "\xff", Token: 1, BatchID: "b"}), "owner_id is not valid UTF-8"},
+		"huge count":     {append([]byte("FGB\x01\x01o\x01\x01b"), 0xff, 0xff, 0xff, 0xff, 0x0f), "record count"},
+		"huge key":       {append([]byte("FGB\x01\x01o\x01\x01b\x01"), 0xff, 0xff, 0xff, 0x0f, 0, 0), "records[0]: key"},
+		"overlong":       {append([]byte("FGB\x01\x01o"), bytes.Repeat([]byte{0xff}, 11)...), "token: truncated or overlong"},
+	}
+	for i := 1; i < len(good); i++ {
+		cases["truncated at "+string(rune('0'+i%10))+strings.Repeat("'", i/10)] = struct {
+			body []byte
+			want string
+		}{good[:i], ""}
+	}
+	for name, c := range cases {
+		_, err := Decode(c.body, 10)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", name, err, c.want)
+		}
+	}
+}
+
+func TestDecodeLimitsRecords(t *testing.T) {
+	_, err := Decode(Append(nil, sample()), 2)
+	if !errors.Is(err, ErrTooManyRecords) {
+		t.Fatalf("3 records with a limit of 2: %v", err)
+	}
+}
+
+// FuzzDecode: any body either fails or decodes to a batch that encodes
+// back to the same bytes (the encoding is canonical).
+func FuzzDecode(f *testing.F) {
+	f.Add(Append(nil, sample()))
+	f.Add([]byte("FGB\x01"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b, err := Decode(body, 1000)
+		if err != nil {
+			return
+		}
+		if again := Append(nil, b); !bytes.Equal(again, body) {
+			t.Fatalf("decoded %#v re-encodes to %x, not %x", b, again, body)
+		}
+	})
+}
+
+func BenchmarkDecode(b *testing.B) {
+	batch := Batch{OwnerID: "worker-1", Token: 42, BatchID: "b-7", Records: make([]Record, 100)}
+	for i := range batch.Records {
+		batch.Records[i] = Record{Key: []byte("key-0001"), Value: bytes.Repeat([]byte{'v'}, 1024),
+			Headers: []Header{{Name: "app", Value: []byte("bench")}}}
+	}
+	body := Append(nil, batch)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(body, 1000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
