@@ -66,11 +66,19 @@ func ReadLog(conn kafkaconn.Config, topic string, partition int32, timeout time.
 }
 
 func highWatermark(ctx context.Context, cl *kgo.Client, topic string, partition int32) (int64, error) {
+	return listOffset(ctx, cl, topic, partition, 0, -1)
+}
+
+// listOffset answers ListOffsets for one partition: timestamp -1 the end
+// of the log (the high watermark with isolation 0, read_uncommitted; the
+// last stable offset with 1, read_committed), -2 its start.
+func listOffset(ctx context.Context, cl *kgo.Client, topic string, partition int32, isolation int8, timestamp int64) (int64, error) {
 	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = isolation
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp = partition, -1 // -1: the end of the log
+	rp.Partition, rp.Timestamp = partition, timestamp
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)

@@ -11,10 +11,12 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/kafkaconn"
@@ -32,7 +34,27 @@ type Record struct {
 
 // ReadPartition reads topic/partition from the beginning to its end with
 // isolation.level=read_committed, over conn (TLS, SASL as configured).
+//
+// The end is the high watermark when the call starts, not the last stable
+// offset: a read_committed reader gets nothing past the first record of a
+// transaction still open, so records committed after that record by other
+// producers stay out of reach until the transaction ends. ReadPartition
+// waits for that (a commit, an abort, or the broker aborting it at the
+// producer's transaction.timeout.ms) and fails at timeout naming the
+// offset where the open transaction holds readers, rather than returning
+// a prefix of the partition as if it were the whole. (librdkafka's
+// QueryWatermarkOffsets on a read_committed consumer answers the last
+// stable offset as the high end, which is why the end is listed here with
+// read_uncommitted.)
 func ReadPartition(conn kafkaconn.Config, topic string, partition int32, timeout time.Duration) ([]Record, error) {
+	deadline := time.Now().Add(timeout)
+	ends, err := listEnds(conn, topic, partition, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if ends.high <= ends.low {
+		return nil, nil // empty partition
+	}
 	cm, err := conn.ConfigMap()
 	if err != nil {
 		return nil, err
@@ -47,18 +69,52 @@ func ReadPartition(conn kafkaconn.Config, topic string, partition int32, timeout
 		return nil, err
 	}
 	defer c.Close()
-	low, high, err := c.QueryWatermarkOffsets(topic, partition, int(timeout.Milliseconds()))
-	if err != nil {
-		return nil, fmt.Errorf("watermarks: %w", err)
-	}
-	if high <= low {
-		return nil, nil // empty partition
-	}
 	tp := kafka.TopicPartition{Topic: &topic, Partition: partition, Offset: kafka.OffsetBeginning}
 	if err := c.Assign([]kafka.TopicPartition{tp}); err != nil {
 		return nil, err
 	}
-	return readUntil(c, tp, high, time.Now().Add(timeout))
+	recs, err := readUntil(c, tp, ends.high, deadline)
+	if err != nil {
+		// Where the readers are held, for the error: the last stable
+		// offset now.
+		if now, lerr := listEnds(conn, topic, partition, 10*time.Second); lerr == nil && now.stable < ends.high {
+			err = fmt.Errorf("%w; the last stable offset is %d: a transaction open since that offset has not ended, and read_committed readers see nothing after it", err, now.stable)
+		}
+	}
+	return recs, err
+}
+
+// logEnds are a partition's offsets as ListOffsets answers them.
+type logEnds struct {
+	low, high, stable int64 // log start, high watermark, last stable offset
+}
+
+// listEnds lists the log start offset, the high watermark
+// (read_uncommitted) and the last stable offset (read_committed) of
+// topic/partition.
+func listEnds(conn kafkaconn.Config, topic string, partition int32, timeout time.Duration) (logEnds, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	opts, err := conn.KgoOpts()
+	if err != nil {
+		return logEnds{}, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return logEnds{}, err
+	}
+	defer cl.Close()
+	var e logEnds
+	for _, q := range []struct {
+		isolation int8
+		timestamp int64
+		into      *int64
+	}{{0, -2, &e.low}, {0, -1, &e.high}, {1, -1, &e.stable}} {
+		if *q.into, err = listOffset(ctx, cl, topic, partition, q.isolation, q.timestamp); err != nil {
+			return logEnds{}, err
+		}
+	}
+	return e, nil
 }
 
 // readUntil polls until the consumer's position reaches high (aborted
