@@ -66,8 +66,14 @@ type Config struct {
 	// CommitTimeout bounds one CommitTransaction/AbortTransaction call
 	// (default 10s), and never beyond the session's local deadline.
 	CommitTimeout time.Duration
-	// ReapInterval is how often expired sessions are reaped (default 1s).
+	// ReapInterval is how often expired sessions are reaped and idle ones
+	// parked (default 1s).
 	ReapInterval time.Duration
+	// ParkAfter parks a session that has had no batch for this long: its
+	// producer closes, the session stays and renews, and its next batch
+	// is answered not_holder so that the worker resumes it as a new
+	// generation (docs/design.md, "Parking idle sessions"). 0 never parks.
+	ParkAfter time.Duration
 	// MaxConcurrentHandovers bounds handovers in flight (default 16):
 	// each creates a librdkafka instance, and a thundering herd of them
 	// (every worker re-acquiring after a restart) starves the process. A
@@ -130,6 +136,9 @@ func (c *Config) fill() error {
 	if c.HandoverBudget <= 0 || c.HandoverBudget >= 1 {
 		return fmt.Errorf("gateway: HandoverBudget %v must be in (0, 1)", c.HandoverBudget)
 	}
+	if c.ParkAfter < 0 {
+		return fmt.Errorf("gateway: ParkAfter %v must not be negative (0: never park)", c.ParkAfter)
+	}
 	return nil
 }
 
@@ -167,7 +176,7 @@ type Gateway struct {
 
 	closers sync.WaitGroup // producers being closed in the background
 	stop    chan struct{}
-	reaped  sync.WaitGroup
+	reaped  sync.WaitGroup // the reaper and the park loop
 	once    sync.Once
 }
 
@@ -194,6 +203,10 @@ func New(store LeaseStore, router *txnmap.Router, cfg Config) (*Gateway, error) 
 	}
 	g.reaped.Add(1)
 	go g.reapLoop()
+	if cfg.ParkAfter > 0 {
+		g.reaped.Add(1)
+		go g.parkLoop()
+	}
 	return g, nil
 }
 
@@ -288,13 +301,16 @@ func (g *Gateway) install(s *session) bool {
 }
 
 // dropOlder ends the local session of name if its token is below token
-// (handover step 2).
-func (g *Gateway) dropOlder(name string, token int64) {
+// (handover step 2) and returns it (nil: none).
+func (g *Gateway) dropOlder(name string, token int64) *session {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if cur := g.sessions[name]; cur != nil && cur.token < token {
-		g.endLocked(cur, errorf(CodeLeaseLost, "superseded by token %d", token))
+	cur := g.sessions[name]
+	if cur == nil || cur.token >= token {
+		return nil
 	}
+	g.endLocked(cur, errorf(CodeLeaseLost, "superseded by token %d", token))
+	return cur
 }
 
 // remove ends s and deletes it from the map (release); the returned

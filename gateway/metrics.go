@@ -28,13 +28,16 @@ const (
 	outcomeMisrouted  = "misrouted"
 	outcomeAborted    = "aborted"
 	outcomeInvalid    = "invalid"
+	// outcomeParked: a batch for a parked session, refused not_holder so
+	// that its worker resumes the lease as a new generation.
+	outcomeParked = "parked"
 )
 
 // batchOutcomes lists every batch outcome. Each series exists at 0 from
 // the start: an alert on increase() cannot see the first refusal of a
 // series that is born at 1.
 var batchOutcomes = []string{outcomeCommitted, outcomeStaleToken, outcomeFencedOut, outcomeExpired,
-	outcomeMisrouted, outcomeAborted, outcomeInvalid}
+	outcomeMisrouted, outcomeAborted, outcomeInvalid, outcomeParked}
 
 // renewOutcomes are the outcomes Renew counts, present at 0 from the start
 // for the same reason.
@@ -72,6 +75,8 @@ type metrics struct {
 	records   metric.Int64Counter
 	commit    metric.Float64Histogram
 	renewals  metric.Int64Counter
+	parks     metric.Int64Counter
+	resumes   metric.Int64Counter
 	httpDur   metric.Float64Histogram
 	observers metric.Registration
 }
@@ -124,6 +129,16 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 		return
 	})
 	try(func() (e error) {
+		x.parks, e = m.Int64Counter("fencegate.sessions.parks", metric.WithUnit("{session}"),
+			metric.WithDescription("Sessions parked after idling: their producer closed, the session kept."))
+		return
+	})
+	try(func() (e error) {
+		x.resumes, e = m.Int64Counter("fencegate.sessions.resumes", metric.WithUnit("{session}"),
+			metric.WithDescription("New generations that replaced a parked session on this replica (each is also a handover)."))
+		return
+	})
+	try(func() (e error) {
 		x.httpDur, e = m.Float64Histogram("http.server.request.duration", metric.WithUnit("s"), seconds,
 			metric.WithDescription("HTTP request duration by route and status."))
 		return
@@ -150,6 +165,8 @@ func (x *metrics) zero() {
 	}
 	x.bumps.Add(ctx, 0)
 	x.fenced.Add(ctx, 0)
+	x.parks.Add(ctx, 0)
+	x.resumes.Add(ctx, 0)
 }
 
 // observe registers the gauges read from the live sessions: the active
@@ -171,16 +188,22 @@ func (x *metrics) observe(m metric.Meter, g *Gateway) error {
 	if err != nil {
 		return err
 	}
+	parked, err := m.Int64ObservableGauge("fencegate.sessions.parked", metric.WithUnit("{session}"),
+		metric.WithDescription("Live sessions on this replica whose producer is parked (closed after idling); included in fencegate.sessions.active."))
+	if err != nil {
+		return err
+	}
 	x.observers, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		live := g.liveSessions()
 		o.ObserveInt64(active, int64(len(live)))
+		o.ObserveInt64(parked, int64(countParked(live)))
 		for _, s := range live {
 			set := metric.WithAttributes(attrLease.String(s.name))
 			o.ObserveInt64(token, s.token, set)
 			o.ObserveInt64(epoch, int64(s.epoch), set)
 		}
 		return nil
-	}, active, token, epoch)
+	}, active, token, epoch, parked)
 	return err
 }
 

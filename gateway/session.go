@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate/barrier"
@@ -24,8 +25,13 @@ type session struct {
 	epoch      int16
 
 	mu        sync.Mutex
-	prod      *producer // nil once closed
+	prod      *producer // nil once closed (ended or parked)
 	committed batchMemory
+	lastBatch time.Time // monotonic: the last batch admitted, or the grant; guarded by mu
+	// parked: the producer was closed after idling (park.go); set under
+	// mu, read without it (metrics, the park loop). The session stays
+	// live: it renews, and its next batch is refused not_holder.
+	parked atomic.Bool
 
 	state    sync.Mutex
 	deadline time.Time // monotonic: request start + TTL

@@ -39,6 +39,9 @@ type serveFlags struct {
 	// debugListen serves net/http/pprof when set (off by default; never
 	// the API listener: profiles reveal internals and cost CPU).
 	debugListen string
+	// parkAfter closes the producer of a session idle this long
+	// (docs/design.md, "Parking idle sessions"; 0: never).
+	parkAfter time.Duration
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -54,6 +57,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", 1<<20, "key + value + headers of one record (413 beyond)")
 	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", 16<<20, "bytes of one request body (413 beyond)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
+	fs.DurationVar(&f.parkAfter, "park-after", 30*time.Second, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 	d := gateway.DefaultServerConfig()
 	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -131,6 +135,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		Kafka:      gateway.KafkaConfig{Config: conn, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
 		BarrierKey: key,
 		Limits:     f.limits,
+		ParkAfter:  f.parkAfter,
 		Logger:     log,
 	})
 	if err != nil {
