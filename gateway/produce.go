@@ -70,6 +70,9 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 	if res, ok := s.committed.recall(req.BatchID); ok {
 		return retried(res, req)
 	}
+	if err := g.unparked(s); err != nil {
+		return ProduceResult{}, err
+	}
 	g.cfg.Hooks.call(HookAdmitted, s.name, s.token)
 	offsets, err := g.transact(ctx, s, req)
 	if err != nil {
