@@ -25,7 +25,14 @@
 //     Retry-After), 5xx and transport errors mean retry with backoff; the
 //     other 4xx are returned to the caller. A lease_lost or fenced answer to
 //     a token the SDK itself already replaced by a new generation is not a
-//     loss: the request is sent again under the current token.
+//     loss: the request is sent again under the current token; such an
+//     answer that arrives while a new generation is being asked for waits
+//     for it before it is judged.
+//   - Idle leases. A gateway parks a session that has had no batch for its
+//     --park-after (its producer closes); the next batch is answered
+//     not_holder and Produce resumes the lease as a new generation, so the
+//     batch commits under a greater token (Result.Token, Lease.Grant)
+//     without the caller seeing the refusal.
 //   - Produce retries a batch under the same batch id until it is
 //     committed, refused for good, the lease is lost, or the context ends.
 //     The batch id is the idempotency key: the gateway answers a retry in

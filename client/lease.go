@@ -105,6 +105,18 @@ func (l *Lease) lose(token int64, cause error) (error, bool) {
 	return l.loseLocked(cause), true
 }
 
+// loseUnlessMoved is lose for the refusal of a request that may have
+// crossed a new generation asked for meanwhile (by Produce after
+// not_holder, for instance a parked session, or by the renewal): the
+// gateway refuses the old token as soon as the new generation's handover
+// begins, long before its grant reaches us. It waits for a new generation
+// in flight (regenerate holds regen) before it compares tokens.
+func (l *Lease) loseUnlessMoved(token int64, cause error) (error, bool) {
+	l.regen.Lock()
+	defer l.regen.Unlock()
+	return l.lose(token, cause)
+}
+
 // check returns the current token and address if the lease may still
 // write. Past the local deadline the lease is lost (fail closed): the
 // gateway's lease may have expired, and another owner may hold it.
@@ -243,7 +255,7 @@ func (l *Lease) renew() error {
 		l.mu.Unlock()
 		switch reactionTo(err) {
 		case lost:
-			if lerr, ok := l.lose(token, err); ok {
+			if lerr, ok := l.loseUnlessMoved(token, err); ok {
 				cancel()
 				return lerr
 			}
@@ -363,7 +375,7 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 		prev = r
 		switch r {
 		case lost:
-			if lerr, ok := l.lose(token, err); ok {
+			if lerr, ok := l.loseUnlessMoved(token, err); ok {
 				return fail(lerr)
 			}
 			// Our own new generation superseded token (a renewal asked
