@@ -2,8 +2,9 @@ package materializer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -15,21 +16,22 @@ import (
 // applyTimeout bounds one chunk's transaction.
 const applyTimeout = 30 * time.Second
 
-// applyTx is one apply transaction. It takes three round trips whatever
-// the chunk's size: the position compare-and-set and the fence locks, then
-// every record's statement in one pipeline, then the commit. Verdicts are
-// judged in memory, in offset order, against the locked fences.
+// applyTx is one apply transaction. It takes four round trips whatever
+// the chunk's size: the position compare-and-set with the fence locks,
+// the COPY of the data records into the session's stage, the chunk's
+// statements in one pipeline (every staged record in one statement, each
+// refusal and barrier in one of its own), then the commit. Verdicts are
+// judged in memory, in offset order, against the locked fences; only
+// whether a data record is a duplicate waits for the ledger.
 type applyTx struct {
 	m        *Materializer
 	tx       pgx.Tx
 	key      partitionKey
 	fences   map[string]int64
 	advanced map[string]int64 // fences moved by this transaction
-	verdicts []judged
-	batch    pgx.Batch
-	// dataAt[i] is the verdict index of the batch's i-th statement when it
-	// is a qApplyData (accepted or duplicate is known only from its result).
-	dataAt []int
+	verdicts []judged         // in offset order
+	batch    pgx.Batch        // statements whose verdict is known now
+	staged   *stage
 }
 
 // judged is one record's verdict, reported once the transaction commits.
@@ -38,6 +40,13 @@ type judged struct {
 	lease  string
 	token  int64
 	offset int64
+}
+
+// stamped is a record with its parsed fencegate headers.
+type stamped struct {
+	r   *kafka.Message
+	st  barrier.Stamp
+	err error
 }
 
 // apply applies recs of one partition in one transaction, moving the
@@ -50,15 +59,20 @@ type judged struct {
 func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, newNext int64, recs []*kafka.Message) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
 	defer cancel()
+	in := readStamps(recs)
 	var done *applyTx
 	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}, advanced: map[string]int64{}}
-		if err := a.begin(ctx, expected, newNext, recs); err != nil {
+		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}, advanced: map[string]int64{},
+			verdicts: make([]judged, 0, len(in)), staged: newStage(len(in))}
+		if err := a.begin(ctx, expected, newNext, in); err != nil {
 			return err
 		}
-		for _, r := range recs {
-			a.judge(r)
+		for _, s := range in {
+			a.judge(s)
+		}
+		if err := a.copyStage(ctx); err != nil {
+			return err
 		}
 		if err := a.send(ctx); err != nil {
 			return err
@@ -74,16 +88,43 @@ func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, ne
 	return nil
 }
 
+func readStamps(recs []*kafka.Message) []stamped {
+	out := make([]stamped, len(recs))
+	for i, r := range recs {
+		st, err := barrier.ReadStamp(r.Headers)
+		out[i] = stamped{r, st, err}
+	}
+	return out
+}
+
+// leasesOf lists the distinct leases of the stamped records, sorted: the
+// fences are locked in one order by every transaction. data says whether
+// any record is stamped as data (it may be staged).
+func leasesOf(in []stamped) (leases []string, data bool) {
+	for _, s := range in {
+		if s.err == nil {
+			leases = append(leases, s.st.Lease)
+			data = data || !s.st.Barrier
+		}
+	}
+	slices.Sort(leases)
+	return slices.Compact(leases), data
+}
+
 // report counts and logs the verdicts and publishes the fences of a
 // committed transaction.
 func (m *Materializer) report(ctx context.Context, key partitionKey, a *applyTx) {
+	counts := map[Verdict]int64{}
 	for _, j := range a.verdicts {
-		m.count(j.v)
-		m.met.verdict(ctx, j.v)
+		counts[j.v]++
 		if j.v != Accepted && j.v != Barrier {
 			m.log.Warn("record refused", "verdict", j.v, "fencegate.lease", j.lease, "fencegate.token", j.token,
 				"topic", key.topic, "partition", key.partition, "offset", j.offset)
 		}
+	}
+	for v, n := range counts {
+		m.verdictCounter(v).Add(n)
+		m.met.verdicts(ctx, v, n)
 	}
 	m.fenceMu.Lock()
 	defer m.fenceMu.Unlock()
@@ -100,10 +141,22 @@ func (m *Materializer) afterStatement() error {
 	return nil
 }
 
-// begin moves the position by compare-and-set (FM14) and locks the fences
-// of every lease in the chunk.
-func (a *applyTx) begin(ctx context.Context, expected, newNext int64, recs []*kafka.Message) error {
-	tag, err := a.tx.Exec(ctx, qAdvancePosition, a.key.topic, a.key.partition, expected, newNext)
+// begin moves the position by compare-and-set (FM14), makes the stage
+// when the chunk may have data records, and locks the fences of the
+// chunk's leases, all in one round trip.
+func (a *applyTx) begin(ctx context.Context, expected, newNext int64, in []stamped) error {
+	leases, data := leasesOf(in)
+	var b pgx.Batch
+	b.Queue(qAdvancePosition, a.key.topic, a.key.partition, expected, newNext)
+	if data {
+		b.Queue(qCreateStage)
+	}
+	if len(leases) > 0 {
+		b.Queue(qLockFences, leases)
+	}
+	res := a.tx.SendBatch(ctx, &b)
+	defer res.Close()
+	tag, err := res.Exec()
 	if err != nil {
 		return err
 	}
@@ -113,16 +166,32 @@ func (a *applyTx) begin(ctx context.Context, expected, newNext int64, recs []*ka
 	if tag.RowsAffected() == 0 {
 		return errPositionMoved
 	}
-	var leases []string
-	for _, r := range recs {
-		if st, err := barrier.ReadStamp(r.Headers); err == nil {
-			leases = append(leases, st.Lease)
+	if data {
+		if err := a.exec(res); err != nil {
+			return err
 		}
 	}
-	if len(leases) == 0 {
-		return nil
+	if len(leases) > 0 {
+		if err := a.readFences(res); err != nil {
+			return err
+		}
+		if err := a.m.afterStatement(); err != nil {
+			return err
+		}
 	}
-	rows, err := a.tx.Query(ctx, qLockFences, leases)
+	return res.Close()
+}
+
+// exec reads the result of a pipelined statement that returns no rows.
+func (a *applyTx) exec(res pgx.BatchResults) error {
+	if _, err := res.Exec(); err != nil {
+		return err
+	}
+	return a.m.afterStatement()
+}
+
+func (a *applyTx) readFences(res pgx.BatchResults) error {
+	rows, err := res.Query()
 	if err != nil {
 		return err
 	}
@@ -135,19 +204,15 @@ func (a *applyTx) begin(ctx context.Context, expected, newNext int64, recs []*ka
 		}
 		a.fences[lease] = token
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	return a.m.afterStatement()
+	return rows.Err()
 }
 
 // judge decides one record against the running fence and queues its
-// statement.
-func (a *applyTx) judge(r *kafka.Message) {
-	off := int64(r.TopicPartition.Offset)
-	st, err := barrier.ReadStamp(r.Headers)
-	if err != nil {
-		a.reject(r, st, Malformed, err.Error())
+// statement or its row.
+func (a *applyTx) judge(s stamped) {
+	r, st := s.r, s.st
+	if s.err != nil {
+		a.reject(r, st, Malformed, s.err.Error())
 		return
 	}
 	fence := a.fences[st.Lease]
@@ -163,10 +228,8 @@ func (a *applyTx) judge(r *kafka.Message) {
 		a.reject(r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence))
 		return
 	}
-	a.dataAt = append(a.dataAt, len(a.verdicts))
-	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, off})
-	a.batch.Queue(qApplyData, st.Lease, st.Token, st.Batch, st.Seq, a.key.topic, a.key.partition, off,
-		r.Key, r.Value, userHeaders(r.Headers), fmt.Sprintf("batch %q seq %d of owner %q already applied", st.Batch, st.Seq, st.Owner), st.Owner)
+	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
+	a.staged.add(st, r)
 }
 
 // barrier verifies a barrier and advances the fence, or rejects it.
@@ -210,52 +273,70 @@ func (a *applyTx) reject(r *kafka.Message, st barrier.Stamp, v Verdict, detail s
 
 // queue adds a statement whose verdict is known now.
 func (a *applyTx) queue(j judged, q string, args ...any) {
-	a.dataAt = append(a.dataAt, -1)
 	a.verdicts = append(a.verdicts, j)
 	a.batch.Queue(q, args...)
 }
 
-// send runs the queued statements in one pipeline and reads each result
-// in order; a qApplyData result says accepted or duplicate.
+// copyStage copies the staged data records into the session's stage.
+func (a *applyTx) copyStage(ctx context.Context) error {
+	if len(a.staged.rows) == 0 {
+		return nil
+	}
+	if _, err := a.tx.CopyFrom(ctx, stageTable, stageColumns, a.staged); err != nil {
+		return err
+	}
+	return a.m.afterStatement()
+}
+
+// send runs the queued statements and the staged records' statement in
+// one pipeline and reads each result in order; the staged records'
+// statement returns the offsets of the duplicates.
 func (a *applyTx) send(ctx context.Context) error {
+	n := a.batch.Len()
+	staged := len(a.staged.rows) > 0
+	if staged {
+		a.batch.Queue(qApplyStaged, a.key.topic, a.key.partition)
+	}
 	if a.batch.Len() == 0 {
 		return nil
 	}
 	res := a.tx.SendBatch(ctx, &a.batch)
-	for _, vi := range a.dataAt {
-		if vi < 0 {
-			if _, err := res.Exec(); err != nil {
-				res.Close()
-				return err
-			}
-		} else {
-			var fresh bool
-			if err := res.QueryRow().Scan(&fresh); err != nil {
-				res.Close()
-				return err
-			}
-			if !fresh {
-				a.verdicts[vi].v = Duplicate
-			}
+	defer res.Close()
+	for range n {
+		if err := a.exec(res); err != nil {
+			return err
+		}
+	}
+	if staged {
+		if err := a.readDuplicates(res); err != nil {
+			return err
 		}
 		if err := a.m.afterStatement(); err != nil {
-			res.Close()
 			return err
 		}
 	}
 	return res.Close()
 }
 
-// userHeaders are the record's headers other than fencegate's, as JSON.
-func userHeaders(hs []kafka.Header) []byte {
-	m := map[string]string{}
-	for _, h := range hs {
-		if !barrier.Reserved(h.Key) {
-			m[h.Key] = string(h.Value)
-		}
+// readDuplicates marks the verdicts of the offsets qApplyData returns.
+func (a *applyTx) readDuplicates(res pgx.BatchResults) error {
+	rows, err := res.Query()
+	if err != nil {
+		return err
 	}
-	raw, _ := json.Marshal(m)
-	return raw
+	defer rows.Close()
+	for rows.Next() {
+		var off int64
+		if err := rows.Scan(&off); err != nil {
+			return err
+		}
+		i := sort.Search(len(a.verdicts), func(i int) bool { return a.verdicts[i].offset >= off })
+		if i == len(a.verdicts) || a.verdicts[i].offset != off || a.verdicts[i].v != Accepted {
+			return fmt.Errorf("ledger returned offset %d, which is no data record of the chunk", off)
+		}
+		a.verdicts[i].v = Duplicate
+	}
+	return rows.Err()
 }
 
 func nullable(s string) any {

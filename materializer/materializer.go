@@ -217,8 +217,6 @@ func (m *Materializer) Ready(ctx context.Context) error {
 	return m.pool.Ping(ctx)
 }
 
-func (m *Materializer) count(v Verdict) { m.verdictCounter(v).Add(1) }
-
 func (m *Materializer) verdictCounter(v Verdict) *atomic.Int64 {
 	c, _ := m.verdicts.Load(v)
 	return c.(*atomic.Int64)

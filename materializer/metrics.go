@@ -59,8 +59,8 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 	return &x, err
 }
 
-func (x *metrics) verdict(ctx context.Context, v Verdict) {
-	x.records.Add(ctx, 1, metric.WithAttributes(attribute.String("verdict", string(v))))
+func (x *metrics) verdicts(ctx context.Context, v Verdict, n int64) {
+	x.records.Add(ctx, n, metric.WithAttributes(attribute.String("verdict", string(v))))
 }
 
 func (x *metrics) transaction(ctx context.Context, since time.Time) {

@@ -39,29 +39,52 @@ ON CONFLICT (lease) DO UPDATE
        barrier_offset = EXCLUDED.barrier_offset, updated_at = clock_timestamp()
  WHERE fences.token < EXCLUDED.token`
 
-// qApplyData applies a data record of the generation in force: its dedup
-// key (lease, owner, batch id, seq) is remembered, and the record enters
-// the ledger only if the key is new; otherwise its receipt says duplicate.
+// qCreateStage makes the session's stage: the chunk's data records of the
+// generation in force, copied in for qApplyStaged and gone at the end of
+// the transaction. Being temporary, it is the session's own and writes no
+// WAL.
+const qCreateStage = `
+CREATE TEMP TABLE IF NOT EXISTS fencegate_stage (
+    lease text NOT NULL, owner_id text NOT NULL, token bigint NOT NULL, batch_id text NOT NULL,
+    seq integer NOT NULL, "offset" bigint NOT NULL, key bytea, value bytea, headers text NOT NULL,
+    first boolean NOT NULL
+) ON COMMIT DELETE ROWS`
+
+// stageTable and stageColumns are what COPY fills (stage.Values' order).
+var (
+	stageTable   = []string{"fencegate_stage"}
+	stageColumns = []string{"lease", "owner_id", "token", "batch_id", "seq", "offset", "key", "value", "headers", "first"}
+)
+
+// qApplyStaged applies the staged data records in one statement. A
+// record's dedup key (lease, owner, batch id, seq) is remembered, and the
+// record enters the ledger, only if the key is new to the ledger and
+// first in the chunk; every other staged record gets a duplicate receipt.
 // The key is the owner's: another owner's batch with the same id is a
-// different batch and must not be filed as a duplicate (FM26). It returns
-// whether the record was accepted. One statement, so the pipeline needs no
-// answer before it sends the next record's.
-const qApplyData = `
+// different batch and must not be filed as a duplicate (FM26). Keys are
+// inserted in key order, so two transactions never wait for each other's
+// keys in opposite orders. It returns the offsets of the duplicates.
+const qApplyStaged = `
 WITH k AS (
-    INSERT INTO applied_keys (lease, owner_id, batch_id, seq) VALUES ($1::text, $12::text, $3::text, $4::int)
-    ON CONFLICT DO NOTHING RETURNING 1
+    INSERT INTO applied_keys (lease, owner_id, batch_id, seq)
+    SELECT lease, owner_id, batch_id, seq FROM fencegate_stage WHERE first
+     ORDER BY lease, owner_id, batch_id, seq
+    ON CONFLICT DO NOTHING
+    RETURNING lease, owner_id, batch_id, seq
+), fresh AS (
+    SELECT s."offset" FROM fencegate_stage s JOIN k USING (lease, owner_id, batch_id, seq) WHERE s.first
 ), a AS (
     INSERT INTO accepted_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", key, value, headers)
-    SELECT $1::text, $12::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, $8::bytea, $9::bytea, $10::jsonb
-     WHERE EXISTS (SELECT 1 FROM k)
-    RETURNING 1
+    SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", key, value, headers::jsonb
+      FROM fencegate_stage WHERE "offset" IN (SELECT "offset" FROM fresh)
 ), d AS (
     INSERT INTO rejected_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", reason, detail)
-    SELECT $1::text, $12::text, $2::bigint, $3::text, $4::int, $5::text, $6::int, $7::bigint, 'duplicate', $11::text
-     WHERE NOT EXISTS (SELECT 1 FROM k)
-    RETURNING 1
+    SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", 'duplicate',
+           format('batch %s seq %s of owner %s already applied', to_json(batch_id), seq, to_json(owner_id))
+      FROM fencegate_stage WHERE "offset" NOT IN (SELECT "offset" FROM fresh)
+    RETURNING "offset"
 )
-SELECT EXISTS (SELECT 1 FROM k)`
+SELECT "offset" FROM d`
 
 // qReject writes the receipt of a refused record.
 const qReject = `
