@@ -60,7 +60,6 @@ func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	if err != nil {
 		return Grant{}, spanError(span, err)
 	}
-	start = g.cfg.Now() // the local deadline runs from the grant, not from the wait
 	var lease leasestore.Lease
 	err = g.stage(ctx, stagePGGrant, func(ctx context.Context) (err error) {
 		lease, err = g.grant(ctx, req)
@@ -118,23 +117,6 @@ func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lea
 	}
 	return g.store.Acquire(ctx, req.Name, req.Owner, req.TTL, g.cfg.Replica)
 }
-
-// takeSlot waits for one of the MaxConcurrentHandovers slots, before the
-// grant: a handover that waits spends none of its TTL waiting, so a cold
-// start of many leases queues rather than fails. The wait is bounded by
-// the request and by MaxHandover; past it the acquire is refused 429.
-func (g *Gateway) takeSlot(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, g.cfg.MaxHandover)
-	defer cancel()
-	select {
-	case g.slots <- struct{}{}:
-		return nil
-	case <-wctx.Done():
-		return errorf(CodeTooManyRequests, "%d handovers in flight and none finished within %v; retry later", cap(g.slots), g.cfg.MaxHandover)
-	}
-}
-
-func (g *Gateway) freeSlot() { <-g.slots }
 
 // handover runs steps 3 to 5 for grant lease and installs the session.
 func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Placement, lease leasestore.Lease) (*session, error) {
