@@ -60,6 +60,11 @@ func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	if err != nil {
 		return Grant{}, spanError(span, err)
 	}
+	if err := g.takeSlot(ctx); err != nil {
+		return Grant{}, spanError(span, err)
+	}
+	defer g.freeSlot()
+	start = g.cfg.Now() // the local deadline runs from the grant, not from the wait
 	var lease leasestore.Lease
 	err = g.stage(ctx, stagePGGrant, func(ctx context.Context) (err error) {
 		lease, err = g.grant(ctx, req)
@@ -118,16 +123,27 @@ func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lea
 	return g.store.Acquire(ctx, req.Name, req.Owner, req.TTL, g.cfg.Replica)
 }
 
+// takeSlot waits for one of the MaxConcurrentHandovers slots, before the
+// grant: a handover that waits spends none of its TTL waiting, so a cold
+// start of many leases queues rather than fails. The wait is bounded by
+// the request and by MaxHandover; past it the acquire is refused 429.
+func (g *Gateway) takeSlot(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, g.cfg.MaxHandover)
+	defer cancel()
+	select {
+	case g.slots <- struct{}{}:
+		return nil
+	case <-wctx.Done():
+		return errorf(CodeTooManyRequests, "%d handovers in flight and none finished within %v; retry later", cap(g.slots), g.cfg.MaxHandover)
+	}
+}
+
+func (g *Gateway) freeSlot() { <-g.slots }
+
 // handover runs steps 3 to 5 for grant lease and installs the session.
 func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Placement, lease leasestore.Lease) (*session, error) {
 	hctx, cancel := context.WithTimeout(ctx, g.handoverBudget(lease.TTL)-g.cfg.Now().Sub(start))
 	defer cancel()
-	select {
-	case g.slots <- struct{}{}:
-		defer func() { <-g.slots }()
-	case <-hctx.Done():
-		return nil, errorf(CodeKafkaUnavailable, "too many handovers in flight; none could start within the handover budget")
-	}
 	prod, err := newProducer(g.cfg.Kafka, place.TransactionalID)
 	if err != nil {
 		return nil, err
@@ -192,9 +208,19 @@ func (g *Gateway) writeBarrier(ctx context.Context, s *session) error {
 		return kafkaError("begin barrier transaction", err)
 	}
 	if _, err := s.prod.send(ctx, s.place.Topic, s.place.Partition, []record{rec}); err != nil {
+		s.prod.abandon()
 		return kafkaError("produce barrier", err)
 	}
+	g.cfg.Hooks.call(HookBarrierSent, s.name, s.token)
+	if err := ctx.Err(); err != nil {
+		// The budget is spent: the grant will be abandoned, so abort
+		// rather than commit (an expired context would make librdkafka
+		// start the commit without waiting for it).
+		s.prod.abandon()
+		return kafkaError("commit barrier", err)
+	}
 	if err := s.prod.p.CommitTransaction(ctx); err != nil {
+		s.prod.abandon()
 		return kafkaError("commit barrier", err)
 	}
 	return nil

@@ -11,6 +11,9 @@ const (
 	// HookInitialized: InitTransactions returned (the epoch is bumped),
 	// the barrier is not yet written.
 	HookInitialized Hook = "initialized"
+	// HookBarrierSent: the barrier record is delivered to its open
+	// transaction, the commit not yet asked for.
+	HookBarrierSent Hook = "barrier_sent"
 	// HookBeforeActivate: the barrier is committed, Activate not yet run.
 	HookBeforeActivate Hook = "before_activate"
 	// HookAdmitted: a produce passed the session check, no transaction yet.

@@ -153,18 +153,55 @@ func (p *producer) send(ctx context.Context, topic string, partition int32, recs
 // its 500 ms coordinator timer. A second call returns only once the real
 // connection is up. Measured on kfake: p99 of InitTransactions from 510 ms
 // to 46 ms.
+//
+// A transport failure of a metadata call (a connection being replaced or
+// refused under load) is retried after a short pause until ctx ends: a
+// cold start of many producers at once must not fail handovers for it.
 func (p *producer) warm(ctx context.Context, topic string) error {
-	for range 2 {
+	for done := 0; done < 2; {
 		ms := 5000
 		if d, ok := ctx.Deadline(); ok {
 			ms = max(int(time.Until(d).Milliseconds()), 1)
 		}
-		if _, err := p.p.GetMetadata(&topic, false, ms); err != nil {
+		_, err := p.p.GetMetadata(&topic, false, ms)
+		var kerr kafka.Error
+		switch {
+		case err == nil:
+			done++
+		case errors.As(err, &kerr) && kerr.Code() == kafka.ErrTransport && pause(ctx, 10*time.Millisecond):
+		default:
 			return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, err)
 		}
 	}
 	return nil
 }
+
+// pause waits d and reports whether ctx is still live.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// abandon aborts the open transaction of a failed handover, best effort,
+// before the producer is closed. Left open, it would hold the partition's
+// last stable offset, and with it every read_committed reader of the
+// partition (the materializer included), until the broker's transaction
+// timeout. A commit still in progress cannot be aborted; librdkafka
+// refuses, and the transaction timeout ends it as before.
+func (p *producer) abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+	defer cancel()
+	_ = p.p.AbortTransaction(ctx)
+}
+
+// abandonTimeout bounds the abort of a failed handover's transaction.
+const abandonTimeout = 2 * time.Second
 
 // close aborts nothing and destroys the instance. Destroying a producer
 // with an open transaction leaves that transaction to the broker, which

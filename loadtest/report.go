@@ -71,6 +71,9 @@ type GatewayFigures struct {
 	// acknowledged, answered 200 and found committed in the log.
 	StaleAccepted int64 `json:"stale_accepted"`
 	Errors        int64 `json:"errors"`
+	// ErrorsByCall counts Errors by call and answer ("acquire
+	// too_many_requests", "renew transport").
+	ErrorsByCall map[string]int64 `json:"errors_by_call"`
 	// Replicas is the number of gateway replicas; ReplicaFreezes the rounds
 	// of the replica-freeze fault.
 	Replicas       int   `json:"replicas"`
@@ -142,7 +145,7 @@ func (r *runner) report() *Report {
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
 		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),
 		Replicas: len(r.stack.urls()), ReplicaFreezes: st.replicaFreezes.Load(),
-		AnswersByCode: st.answersByCode, StaleByLayer: st.staleByLayer, Rehomes: st.rehomes.Load(),
+		AnswersByCode: st.answersByCode, ErrorsByCall: st.errorsByCall, StaleByLayer: st.staleByLayer, Rehomes: st.rehomes.Load(),
 		DrainSeconds: st.drainTook.Seconds(), RehomeSeconds: st.rehomeTook.Seconds(), DrainErrors: st.drainErrors}
 	rep.Gateway.SessionsAfterRun = r.stack.liveSessions()
 	rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter = r.threadsBefore, threadCount()
@@ -211,8 +214,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nhandover p50 / p99: %.1f / %.1f ms (%d); renew p50 / p99: %.1f / %.1f ms (%d)\n",
 		rep.LatencyMs.Handover.P50, rep.LatencyMs.Handover.P99, rep.LatencyMs.Handover.Count,
 		rep.LatencyMs.Renew.P50, rep.LatencyMs.Renew.P99, rep.LatencyMs.Renew.Count)
-	fmt.Fprintf(w, "writes of overtaken generations: %d, refused: %d, by layer: %s; producers fenced: %d; errors: %d\n",
-		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, counts(rep.Gateway.StaleByLayer), rep.Gateway.Fenced, rep.Gateway.Errors)
+	fmt.Fprintf(w, "writes of overtaken generations: %d, refused: %d, by layer: %s; producers fenced: %d; errors: %d %s\n",
+		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, counts(rep.Gateway.StaleByLayer), rep.Gateway.Fenced, rep.Gateway.Errors,
+		counts(rep.Gateway.ErrorsByCall))
 	fmt.Fprintf(w, "replicas: %d, replica freezes: %d; answers: %s; definite refusals found committed: %d\n",
 		rep.Gateway.Replicas, rep.Gateway.ReplicaFreezes, counts(rep.Gateway.AnswersByCode), rep.Gateway.DefiniteButCommitted)
 	if rep.Gateway.DrainSeconds > 0 {

@@ -55,6 +55,9 @@ type stats struct {
 	// later one had overtaken, by the layer that answered.
 	answersByCode map[string]int64
 	staleByLayer  map[string]int64
+	// errorsByCall counts worker errors by call and answer, for example
+	// "acquire too_many_requests".
+	errorsByCall map[string]int64
 	// drainTook is how long the drained replica took from SIGTERM to exit;
 	// rehomeTook how long until every lease it held had a new generation
 	// elsewhere (-1: some never did). Written by the drain fault before
@@ -82,7 +85,16 @@ type timelineSecond struct {
 }
 
 func newStats() *stats {
-	return &stats{start: time.Now(), latest: map[string]int64{}, answersByCode: map[string]int64{}, staleByLayer: map[string]int64{}}
+	return &stats{start: time.Now(), latest: map[string]int64{}, answersByCode: map[string]int64{}, staleByLayer: map[string]int64{},
+		errorsByCall: map[string]int64{}}
+}
+
+// error counts a worker error: an answer to call the worker cannot act on.
+func (s *stats) error(call string, rep reply) {
+	s.errors.Add(1)
+	s.mu.Lock()
+	s.errorsByCall[call+" "+answerCode(rep)]++
+	s.mu.Unlock()
 }
 
 // nextAttempt names a new produce attempt.

@@ -129,7 +129,7 @@ func (w *worker) acquire(ctx context.Context) {
 		return
 	}
 	if rep.code != "lease_held" && ctx.Err() == nil {
-		w.r.st.errors.Add(1)
+		w.r.st.error("acquire", rep)
 	}
 	wait(ctx, w.r.sc.TTL/4)
 }
@@ -197,7 +197,7 @@ func (w *worker) renew(ctx context.Context) {
 	case w.rehome(rep):
 		w.regenerate(ctx) // the session's replica is gone: move the lease
 	default:
-		w.r.st.errors.Add(1)
+		w.r.st.error("renew", rep)
 		if time.Since(w.renewed) > w.r.sc.TTL {
 			w.owned.Store(false) // fail closed: our view of the lease has expired
 		}
@@ -276,7 +276,7 @@ func (w *worker) produce(ctx context.Context) {
 		w.pending = batch // outcome unknown: the same batch_id under a new generation
 		w.regenerate(ctx)
 	case ctx.Err() == nil:
-		w.r.st.errors.Add(1)
+		w.r.st.error("produce", rep)
 		w.pending = batch
 	}
 }
