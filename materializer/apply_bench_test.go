@@ -37,7 +37,7 @@ const (
 
 var benchKey = []byte("bench barrier key 0123456789")
 
-func newBenchLedger(b testing.TB) *benchLedger {
+func newBenchMaterializer(b testing.TB) *Materializer {
 	b.Helper()
 	db := pgtest.New(b)
 	router, err := txnmap.NewRouter("bench", []txnmap.Route{{Pattern: "shard:*", Topic: benchTopic, Partitions: benchPartitions}})
@@ -49,18 +49,27 @@ func newBenchLedger(b testing.TB) *benchLedger {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := &benchLedger{m: m, key: partitionKey{benchTopic, 1}, value: make([]byte, benchRecordSize)}
+	return m
+}
+
+// newBenchLedger is partition p of m's topic with its leases' barriers
+// applied.
+func newBenchLedger(b testing.TB, m *Materializer, p int32) *benchLedger {
+	b.Helper()
+	l := &benchLedger{m: m, key: partitionKey{benchTopic, p}, value: make([]byte, benchRecordSize)}
 	for i := 0; len(l.leases) < benchLeases; i++ {
 		lease := fmt.Sprintf("shard:%d", i)
-		if p, _ := router.Resolve(lease); p.Partition == l.key.partition {
+		if pl, _ := m.router.Resolve(lease); pl.Partition == p {
 			l.leases = append(l.leases, lease)
 		}
 	}
+	var err error
 	if l.next, err = m.position(context.Background(), l.key); err != nil {
 		b.Fatal(err)
 	}
-	l.apply(b, l.barriers(b, router))
-	if n := m.verdictCounter(Barrier).Load(); n != benchLeases {
+	before := m.verdictCounter(Barrier).Load()
+	l.apply(b, l.barriers(b, m.router))
+	if n := m.verdictCounter(Barrier).Load() - before; n != benchLeases {
 		b.Fatalf("%d barriers applied, want %d", n, benchLeases)
 	}
 	return l
@@ -112,25 +121,30 @@ func (l *benchLedger) apply(b testing.TB, recs []*kafka.Message) {
 	l.next = newNext
 }
 
-// BenchmarkLedgerApply: records/s of 1 KiB records into the ledger, one
-// MaxBatch-sized chunk per transaction. fresh: every record is new and
-// accepted; redelivered: every batch was applied before (all duplicate).
+// BenchmarkLedgerApply: records/s of 1 KiB records into the ledger.
+// fresh: one partition, one MaxBatch-sized chunk per transaction, every
+// record new and accepted; redelivered: the same, every batch applied
+// before (all duplicate); partitions: what one poll hands over at
+// saturation, benchPartitions partitions of MaxBatch/4 records each,
+// applied parallel at a time.
 func BenchmarkLedgerApply(b *testing.B) {
-	for _, redeliver := range []bool{false, true} {
-		name := map[bool]string{false: "fresh", true: "redelivered"}[redeliver]
-		b.Run(name, func(b *testing.B) { benchApply(b, redeliver) })
+	b.Run("fresh", func(b *testing.B) { benchApply(b, false) })
+	b.Run("redelivered", func(b *testing.B) { benchApply(b, true) })
+	for _, par := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("partitions/parallel=%d", par), func(b *testing.B) { benchPartitionsApply(b, par) })
 	}
 }
 
 func benchApply(b *testing.B, redeliver bool) {
-	l := newBenchLedger(b)
-	n := l.m.cfg.MaxBatch
+	m := newBenchMaterializer(b)
+	l := newBenchLedger(b, m, 1)
+	n := m.cfg.MaxBatch
 	want := Accepted
 	if redeliver {
 		want = Duplicate
 		l.apply(b, l.chunk(n, 0))
 	}
-	before := l.m.verdictCounter(want).Load()
+	before := m.verdictCounter(want).Load()
 	round := 0
 	for b.Loop() {
 		b.StopTimer()
@@ -141,8 +155,39 @@ func benchApply(b *testing.B, redeliver bool) {
 		b.StartTimer()
 		l.apply(b, recs)
 	}
-	if got := l.m.verdictCounter(want).Load() - before; got != int64(b.N*n) {
+	if got := m.verdictCounter(want).Load() - before; got != int64(b.N*n) {
 		b.Fatalf("%d records %s, want %d", got, want, b.N*n)
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
+}
+
+func benchPartitionsApply(b *testing.B, parallel int) {
+	m := newBenchMaterializer(b)
+	m.cfg.Parallel = parallel
+	var ls []*benchLedger
+	next := map[partitionKey]int64{}
+	for p := range int32(benchPartitions) {
+		l := newBenchLedger(b, m, p)
+		ls = append(ls, l)
+		next[l.key] = l.next
+	}
+	n := m.cfg.MaxBatch / 4
+	before := m.verdictCounter(Accepted).Load()
+	for round := 1; b.Loop(); round++ {
+		b.StopTimer()
+		chunks := map[partitionKey][]*kafka.Message{}
+		for _, l := range ls {
+			l.next = next[l.key]
+			chunks[l.key] = l.chunk(n, round)
+		}
+		b.StartTimer()
+		if err := m.applyChunks(context.Background(), nil, next, chunks); err != nil {
+			b.Fatal(err) // the consumer (nil) is used only to seek when another instance moved a position
+		}
+	}
+	total := int64(b.N * n * benchPartitions)
+	if got := m.verdictCounter(Accepted).Load() - before; got != total {
+		b.Fatalf("%d records accepted, want %d", got, total)
+	}
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "records/s")
 }

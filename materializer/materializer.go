@@ -89,8 +89,12 @@ type Config struct {
 	// topic (empty: all). Instances on disjoint sets scale out; overlapping
 	// sets are safe too (compare-and-set on positions, FM14).
 	Partitions []int32
-	// MaxBatch is the most records applied in one transaction (default 500).
+	// MaxBatch is the most records applied in one transaction (default
+	// 2000).
 	MaxBatch int
+	// Parallel is how many partitions' transactions run at once (default
+	// 4); the Postgres pool needs as many connections.
+	Parallel int
 	// PollTimeout bounds one consumer poll (default 100ms).
 	PollTimeout time.Duration
 	Hooks       Hooks
@@ -112,7 +116,10 @@ func (c *Config) fill() error {
 		c.GroupID = "fencegate-materializer"
 	}
 	if c.MaxBatch == 0 {
-		c.MaxBatch = 500
+		c.MaxBatch = 2000
+	}
+	if c.Parallel == 0 {
+		c.Parallel = 4
 	}
 	if c.PollTimeout == 0 {
 		c.PollTimeout = 100 * time.Millisecond

@@ -42,18 +42,20 @@ ON CONFLICT (lease) DO UPDATE
 // qCreateStage makes the session's stage: the chunk's data records of the
 // generation in force, copied in for qApplyStaged and gone at the end of
 // the transaction. Being temporary, it is the session's own and writes no
-// WAL.
+// WAL. Every statement names its columns; changing them needs a new table
+// name, since a pooled session may keep the table of an older version.
 const qCreateStage = `
 CREATE TEMP TABLE IF NOT EXISTS fencegate_stage (
-    lease text NOT NULL, owner_id text NOT NULL, token bigint NOT NULL, batch_id text NOT NULL,
-    seq integer NOT NULL, "offset" bigint NOT NULL, key bytea, value bytea, headers text NOT NULL,
-    first boolean NOT NULL
+    "offset" bigint NOT NULL, token bigint NOT NULL, seq integer NOT NULL, first boolean NOT NULL,
+    lease text NOT NULL, owner_id text NOT NULL, batch_id text NOT NULL, headers text NOT NULL,
+    key bytea, value bytea
 ) ON COMMIT DELETE ROWS`
 
-// stageTable and stageColumns are what COPY fills (stage.Values' order).
+// stageTable and stageColumns are what COPY fills (stage.Values' order):
+// fixed-width columns first, the record's bytes last.
 var (
 	stageTable   = []string{"fencegate_stage"}
-	stageColumns = []string{"lease", "owner_id", "token", "batch_id", "seq", "offset", "key", "value", "headers", "first"}
+	stageColumns = []string{"offset", "token", "seq", "first", "lease", "owner_id", "batch_id", "headers", "key", "value"}
 )
 
 // qApplyStaged applies the staged data records in one statement. A
@@ -71,17 +73,16 @@ WITH k AS (
      ORDER BY lease, owner_id, batch_id, seq
     ON CONFLICT DO NOTHING
     RETURNING lease, owner_id, batch_id, seq
-), fresh AS (
-    SELECT s."offset" FROM fencegate_stage s JOIN k USING (lease, owner_id, batch_id, seq) WHERE s.first
 ), a AS (
     INSERT INTO accepted_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", key, value, headers)
-    SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", key, value, headers::jsonb
-      FROM fencegate_stage WHERE "offset" IN (SELECT "offset" FROM fresh)
+    SELECT s.lease, s.owner_id, s.token, s.batch_id, s.seq, $1, $2, s."offset", s.key, s.value, s.headers::jsonb
+      FROM fencegate_stage s JOIN k USING (lease, owner_id, batch_id, seq) WHERE s.first
+    RETURNING "offset"
 ), d AS (
     INSERT INTO rejected_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", reason, detail)
     SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", 'duplicate',
            format('batch %s seq %s of owner %s already applied', to_json(batch_id), seq, to_json(owner_id))
-      FROM fencegate_stage WHERE "offset" NOT IN (SELECT "offset" FROM fresh)
+      FROM fencegate_stage WHERE "offset" NOT IN (SELECT "offset" FROM a)
     RETURNING "offset"
 )
 SELECT "offset" FROM d`

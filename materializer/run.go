@@ -40,10 +40,8 @@ func (m *Materializer) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for key, recs := range chunks {
-			if err := m.applyChunk(ctx, c, next, key, recs); err != nil {
-				return err
-			}
+		if err := m.applyChunks(ctx, c, next, chunks); err != nil {
+			return err
 		}
 		if len(chunks) == 0 {
 			if err := m.skipMarkers(ctx, c, next); err != nil {
@@ -93,12 +91,14 @@ func (m *Materializer) position(ctx context.Context, key partitionKey) (int64, e
 	return off, nil
 }
 
-// poll gathers up to MaxBatch records, grouped by partition in offset
-// order, skipping records below a partition's expected position.
+// poll gathers what the consumer has buffered, grouped by partition in
+// offset order, skipping records below a partition's expected position:
+// at most MaxBatch records of one partition and MaxBatch x Parallel in
+// all.
 func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map[partitionKey][]*kafka.Message, error) {
 	out := map[partitionKey][]*kafka.Message{}
 	timeout := int(m.cfg.PollTimeout.Milliseconds())
-	for n := 0; n < m.cfg.MaxBatch; n++ {
+	for n := 0; n < m.cfg.MaxBatch*m.cfg.Parallel; n++ {
 		ev := c.Poll(timeout)
 		if ev == nil {
 			break
@@ -110,6 +110,9 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 			if int64(e.TopicPartition.Offset) >= next[key] {
 				out[key] = append(out[key], e)
 			}
+			if len(out[key]) == m.cfg.MaxBatch {
+				return out, nil
+			}
 		case kafka.Error:
 			if e.IsFatal() {
 				return nil, e
@@ -120,30 +123,58 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 	return out, nil
 }
 
-// applyChunk applies one partition's records; when another instance moved
-// the position, it re-reads it and seeks there.
-func (m *Materializer) applyChunk(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64, key partitionKey, recs []*kafka.Message) error {
-	return m.applyUpTo(ctx, c, next, key, int64(recs[len(recs)-1].TopicPartition.Offset)+1, recs)
+// applied is the outcome of one partition's chunk.
+type applied struct {
+	key     partitionKey
+	newNext int64
+	err     error
+}
+
+// applyChunks applies each partition's chunk in a transaction of its own,
+// up to Parallel at once, then settles every outcome; it returns the
+// first failure.
+func (m *Materializer) applyChunks(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64, chunks map[partitionKey][]*kafka.Message) error {
+	out := make(chan applied, len(chunks))
+	slots := make(chan struct{}, m.cfg.Parallel)
+	for key, recs := range chunks {
+		slots <- struct{}{}
+		go func(expected, newNext int64) {
+			defer func() { <-slots }()
+			out <- applied{key, newNext, m.apply(ctx, key, expected, newNext, recs)}
+		}(next[key], int64(recs[len(recs)-1].TopicPartition.Offset)+1)
+	}
+	var first error
+	for range len(chunks) {
+		if err := m.settle(ctx, c, next, <-out); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // applyUpTo applies recs and moves the partition's position to newNext.
 func (m *Materializer) applyUpTo(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64, key partitionKey, newNext int64, recs []*kafka.Message) error {
-	err := m.apply(ctx, key, next[key], newNext, recs)
-	if err == nil {
-		next[key] = newNext
+	return m.settle(ctx, c, next, applied{key, newNext, m.apply(ctx, key, next[key], newNext, recs)})
+}
+
+// settle records an applied chunk's new position; when another instance
+// moved the position, it re-reads it and seeks there.
+func (m *Materializer) settle(ctx context.Context, c *kafka.Consumer, next map[partitionKey]int64, a applied) error {
+	if a.err == nil {
+		next[a.key] = a.newNext
 		return nil
 	}
-	if !errors.Is(err, errPositionMoved) {
-		return err
+	if !errors.Is(a.err, errPositionMoved) {
+		return a.err
 	}
-	off, err := m.position(ctx, key)
+	off, err := m.position(ctx, a.key)
 	if err != nil {
 		return err
 	}
-	m.log.Info("position moved by another instance; seeking", "topic", key.topic, "partition", key.partition, "offset", off)
-	next[key] = off
-	topic := key.topic
-	return c.Seek(kafka.TopicPartition{Topic: &topic, Partition: key.partition, Offset: kafka.Offset(off)}, 0)
+	m.log.Info("position moved by another instance; seeking", "topic", a.key.topic, "partition", a.key.partition, "offset", off)
+	next[a.key] = off
+	topic := a.key.topic
+	return c.Seek(kafka.TopicPartition{Topic: &topic, Partition: a.key.partition, Offset: kafka.Offset(off)}, 0)
 }
 
 // skipMarkers, when idle, moves stored positions past what read_committed

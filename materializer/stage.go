@@ -55,8 +55,9 @@ func (s *stage) Next() bool {
 func (s *stage) Values() ([]any, error) {
 	row := &s.rows[s.at]
 	v := s.vals
-	v[0], v[1], v[2], v[3], v[4] = row.st.Lease, row.st.Owner, row.st.Token, row.st.Batch, int32(row.st.Seq)
-	v[5], v[6], v[7], v[8], v[9] = row.off, row.r.Key, row.r.Value, userHeaders(row.r.Headers), row.first
+	v[0], v[1], v[2], v[3] = row.off, row.st.Token, int32(row.st.Seq), row.first
+	v[4], v[5], v[6], v[7] = row.st.Lease, row.st.Owner, row.st.Batch, userHeaders(row.r.Headers)
+	v[8], v[9] = row.r.Key, row.r.Value
 	return v, nil
 }
 
