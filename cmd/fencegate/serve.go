@@ -42,6 +42,9 @@ type serveFlags struct {
 	// parkAfter closes the producer of a session idle this long
 	// (docs/design.md, "Parking idle sessions"; 0: never).
 	parkAfter time.Duration
+	// maxHandovers bounds handovers in flight; the others wait for a slot
+	// before their grant.
+	maxHandovers int
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -58,6 +61,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", 16<<20, "bytes of one request body (413 beyond)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
 	fs.DurationVar(&f.parkAfter, "park-after", 30*time.Second, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
+	fs.IntVar(&f.maxHandovers, "max-handovers", 16, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 	d := gateway.DefaultServerConfig()
 	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -137,6 +141,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		Limits:     f.limits,
 		ParkAfter:  f.parkAfter,
 		Logger:     log,
+
+		MaxConcurrentHandovers: f.maxHandovers,
 	})
 	if err != nil {
 		return err
