@@ -119,7 +119,14 @@ func TestHostileClients(t *testing.T) {
 	if len(held) != perClient || refused != clients-perClient {
 		t.Fatalf("%d held and %d refused 429, want %d and %d", len(held), refused, perClient, clients-perClient)
 	}
-	heapHeld, fdsHeld := heapInuse(), openFDs(t)
+	heapHeld := heapInuse()
+	// The server closes the refused connections' side asynchronously
+	// (the client's side is closed above): wait for that, with a deadline.
+	fdsHeld := openFDs(t)
+	for settle := time.Now().Add(5 * time.Second); fdsHeld > fdsBefore+clients+8 && time.Now().Before(settle); {
+		runtime.Gosched()
+		fdsHeld = openFDs(t)
+	}
 
 	// Another client is not starved by this one's flood.
 	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/leases", nil)
