@@ -119,7 +119,7 @@ func (c *Config) fill() error {
 		c.MaxBatch = 2000
 	}
 	if c.Parallel == 0 {
-		c.Parallel = 4
+		c.Parallel = DefaultParallel
 	}
 	if c.PollTimeout == 0 {
 		c.PollTimeout = 100 * time.Millisecond
@@ -155,6 +155,9 @@ type partitionKey struct {
 	topic     string
 	partition int32
 }
+
+// DefaultParallel is Config.Parallel's default.
+const DefaultParallel = 4
 
 // New returns a Materializer for the topics of router's routes.
 func New(pool *pgxpool.Pool, router *txnmap.Router, cfg Config) (*Materializer, error) {

@@ -118,8 +118,20 @@ func parsePartitions(spec string) ([]int32, error) {
 
 // openLedger connects to the ledger's database and, when asked, applies
 // the ledger's migration line (the materializer needs no lease table).
+//
+// The pool holds one connection per partition transaction that may run at
+// once, plus one for readiness checks (pgxpool's default is 4 on a
+// two-core machine: the checks queued behind the transactions), unless the
+// URL sets pool_max_conns.
 func openLedger(ctx context.Context, url string, migrate bool) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = materializer.DefaultParallel + 1
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
