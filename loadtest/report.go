@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Report holds every figure of a run. JSON keys are stable: scripts and CI
@@ -32,6 +33,28 @@ type Report struct {
 		Handover Quantiles `json:"handover"`
 		Renew    Quantiles `json:"renew"`
 	} `json:"latency_ms"`
+	// ColdStart is the run until every lease had been granted once (all
+	// workers start at once): how long that took (-1: never), the
+	// handovers and the worker errors meanwhile.
+	ColdStart struct {
+		Leases   int       `json:"leases"`
+		Seconds  float64   `json:"seconds"`
+		Handover Quantiles `json:"handover_ms"`
+		Errors   int64     `json:"errors"`
+	} `json:"cold_start"`
+	// Steady is the rest of the gateway phase: throughput and latencies
+	// without the cold start (the direct baseline's producers are also
+	// initialised before it is timed).
+	Steady struct {
+		Seconds            float64 `json:"seconds"`
+		RecordsPerS        float64 `json:"records_per_s"`
+		RatioGatewayDirect float64 `json:"ratio_gateway_direct"`
+		LatencyMs          struct {
+			Produce  Quantiles `json:"produce"`
+			Handover Quantiles `json:"handover"`
+			Renew    Quantiles `json:"renew"`
+		} `json:"latency_ms"`
+	} `json:"steady"`
 	Timeline []second `json:"timeline"`
 	// CPU, RSSMiB and Bare: with the components as separate processes
 	// only (--separate-processes), CPU seconds by process and phase, peak
@@ -153,7 +176,30 @@ func (r *runner) report() *Report {
 	rep.LatencyMs.Handover = quantiles(&st.handover)
 	rep.LatencyMs.Renew = quantiles(&st.renew)
 	rep.Timeline = st.seconds()
+	rep.splitAtSteady(st, sc.Duration)
 	return rep
+}
+
+// splitAtSteady fills ColdStart and Steady from the stats of a gateway
+// phase of length d.
+func (rep *Report) splitAtSteady(st *stats, d time.Duration) {
+	c := &rep.ColdStart
+	c.Leases, c.Handover, c.Errors, c.Seconds = st.wantLeases, quantiles(&st.coldHandover), st.coldErrors.Load(), -1
+	st.mu.Lock()
+	at := st.steadyAt
+	st.mu.Unlock()
+	if at.IsZero() {
+		return
+	}
+	c.Seconds = at.Sub(st.start).Seconds()
+	s := &rep.Steady
+	s.Seconds = d.Seconds() - c.Seconds
+	if s.Seconds > 0 {
+		s.RecordsPerS = float64(st.steadyStats.records.Load()) / s.Seconds
+	}
+	s.LatencyMs.Produce = quantiles(&st.steadyStats.produce)
+	s.LatencyMs.Handover = quantiles(&st.steadyStats.handover)
+	s.LatencyMs.Renew = quantiles(&st.steadyStats.renew)
 }
 
 // finish computes the derived figures and the overall verdict.
@@ -167,6 +213,7 @@ func (rep *Report) finish() {
 	}
 	if t.DirectRecordsPerS > 0 {
 		t.RatioGatewayDirect = t.GatewayRecordsPerS / t.DirectRecordsPerS
+		rep.Steady.RatioGatewayDirect = rep.Steady.RecordsPerS / t.DirectRecordsPerS
 	}
 	rep.finishCPU()
 	inv := rep.Invariants
@@ -211,7 +258,14 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| ratio to direct | %.2f | 1.00 | |\n", rep.Throughput.RatioGatewayDirect)
 	fmt.Fprintf(w, "| batch p50 / p99 ms | %.1f / %.1f | %.1f / %.1f | |\n", rep.LatencyMs.Produce.P50, rep.LatencyMs.Produce.P99, rep.Direct.P50Ms, rep.Direct.P99Ms)
 	fmt.Fprintf(w, "| stale records accepted | %d | | %d |\n", rep.Gateway.StaleAccepted, rep.Naive.StaleAccepted)
-	fmt.Fprintf(w, "\nhandover p50 / p99: %.1f / %.1f ms (%d); renew p50 / p99: %.1f / %.1f ms (%d)\n",
+	fmt.Fprintf(w, "\ncold start: %d leases all granted after %.1fs (handover p50 / p99 %.1f / %.1f ms, %d; worker errors %d)\n",
+		rep.ColdStart.Leases, rep.ColdStart.Seconds, rep.ColdStart.Handover.P50, rep.ColdStart.Handover.P99, rep.ColdStart.Handover.Count, rep.ColdStart.Errors)
+	fmt.Fprintf(w, "steady state (%.1fs): %.0f records/s (ratio to direct %.2f); batch p50 / p99 %.1f / %.1f ms; handover p50 / p99 %.1f / %.1f ms (%d); renew p50 / p99 %.1f / %.1f ms (%d)\n",
+		rep.Steady.Seconds, rep.Steady.RecordsPerS, rep.Steady.RatioGatewayDirect,
+		rep.Steady.LatencyMs.Produce.P50, rep.Steady.LatencyMs.Produce.P99,
+		rep.Steady.LatencyMs.Handover.P50, rep.Steady.LatencyMs.Handover.P99, rep.Steady.LatencyMs.Handover.Count,
+		rep.Steady.LatencyMs.Renew.P50, rep.Steady.LatencyMs.Renew.P99, rep.Steady.LatencyMs.Renew.Count)
+	fmt.Fprintf(w, "whole phase: handover p50 / p99: %.1f / %.1f ms (%d); renew p50 / p99: %.1f / %.1f ms (%d)\n",
 		rep.LatencyMs.Handover.P50, rep.LatencyMs.Handover.P99, rep.LatencyMs.Handover.Count,
 		rep.LatencyMs.Renew.P50, rep.LatencyMs.Renew.P99, rep.LatencyMs.Renew.Count)
 	fmt.Fprintf(w, "writes of overtaken generations: %d, refused: %d, by layer: %s; producers fenced: %d; errors: %d %s\n",

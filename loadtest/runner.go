@@ -75,7 +75,7 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
 	}
 	r := &runner{sc: sc, stack: stack, clients: map[string]*client{}, lost: map[int32][]int64{},
-		st: newStats(), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
+		st: newStats(sc.Leases), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
 	sampling := stack.startSampling()
 	r.gatewayPhase(ctx)
 	usage := sampling.stop()
@@ -94,7 +94,7 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 func (r *runner) gatewayPhase(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, r.sc.Duration)
 	defer cancel()
-	r.st = newStats()
+	r.st = newStats(r.sc.Leases)
 	var wg sync.WaitGroup
 	urls := r.stack.urls()
 	for l := range r.sc.Leases {

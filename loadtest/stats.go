@@ -55,6 +55,16 @@ type stats struct {
 	// later one had overtaken, by the layer that answered.
 	answersByCode map[string]int64
 	staleByLayer  map[string]int64
+	// The run splits when every lease has been granted once: before is
+	// the cold start (its handovers, errors and length), after is the
+	// steady state, whose figures exclude the start.
+	wantLeases   int
+	held         map[string]bool
+	steady       atomic.Bool
+	steadyAt     time.Time // under mu
+	coldHandover Histogram
+	coldErrors   atomic.Int64
+	steadyStats  steadyFigures
 	// errorsByCall counts worker errors by call and answer, for example
 	// "acquire too_many_requests".
 	errorsByCall map[string]int64
@@ -84,14 +94,23 @@ type timelineSecond struct {
 	second
 }
 
-func newStats() *stats {
-	return &stats{start: time.Now(), latest: map[string]int64{}, answersByCode: map[string]int64{}, staleByLayer: map[string]int64{},
+// steadyFigures are recorded once every lease has been granted.
+type steadyFigures struct {
+	produce, handover, renew Histogram
+	records                  atomic.Int64
+}
+
+func newStats(leases int) *stats {
+	return &stats{start: time.Now(), wantLeases: leases, held: map[string]bool{}, latest: map[string]int64{}, answersByCode: map[string]int64{}, staleByLayer: map[string]int64{},
 		errorsByCall: map[string]int64{}}
 }
 
 // error counts a worker error: an answer to call the worker cannot act on.
 func (s *stats) error(call string, rep reply) {
 	s.errors.Add(1)
+	if !s.steady.Load() {
+		s.coldErrors.Add(1)
+	}
 	s.mu.Lock()
 	s.errorsByCall[call+" "+answerCode(rep)]++
 	s.mu.Unlock()
@@ -136,6 +155,10 @@ func (s *stats) slot(t time.Time) *timelineSecond {
 func (s *stats) batch(b AckedBatch, records int, took time.Duration) {
 	s.produce.Record(took)
 	s.records.Add(int64(records))
+	if s.steady.Load() {
+		s.steadyStats.produce.Record(took)
+		s.steadyStats.records.Add(int64(records))
+	}
 	s.batches.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -151,9 +174,27 @@ func (s *stats) grant(g Grant, took time.Duration) {
 	s.handovers.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.steady.Load() {
+		s.steadyStats.handover.Record(took)
+	} else {
+		s.coldHandover.Record(took)
+		s.held[g.Lease] = true
+		if len(s.held) >= s.wantLeases {
+			s.steadyAt = time.Now()
+			s.steady.Store(true)
+		}
+	}
 	s.grants = append(s.grants, g)
 	s.latest[g.Lease] = max(s.latest[g.Lease], g.Token)
 	s.slot(g.AckAt).Handovers++
+}
+
+// renewed records a renewal's latency.
+func (s *stats) renewed(took time.Duration) {
+	s.renew.Record(took)
+	if s.steady.Load() {
+		s.steadyStats.renew.Record(took)
+	}
 }
 
 func (s *stats) fenced() {

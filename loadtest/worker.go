@@ -186,7 +186,7 @@ func (w *worker) renew(ctx context.Context) {
 		"owner_id": w.id, "token": w.token, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
 	switch {
 	case rep.status == http.StatusOK:
-		w.r.st.renew.Record(time.Since(start))
+		w.r.st.renewed(time.Since(start))
 		w.renewed = start
 	case rep.code == "not_holder":
 		w.regenerate(ctx)
