@@ -64,6 +64,11 @@ type SeparateOptions struct {
 	// BareProducers is the number of producers of the bare-producer
 	// yardstick run after the direct baseline (0: no yardstick).
 	BareProducers int
+	// PauseMaterializer stops the materializer child (SIGSTOP) for the
+	// gateway phase and resumes it after, so that the gateway phase, like
+	// the direct baseline, runs without a reader of its topic on the
+	// broker; the ledger is checked once it has caught up.
+	PauseMaterializer bool
 }
 
 // separate is what the harness needs of the children besides the gateway.
@@ -79,6 +84,20 @@ type separate struct {
 type process struct {
 	name string
 	pid  func() int
+}
+
+// signalMaterializer sends sig to the materializer child (separate
+// processes only; a no-op otherwise).
+func (s *Stack) signalMaterializer(sig syscall.Signal) error {
+	if s.separate == nil {
+		return nil
+	}
+	for _, p := range s.separate.procs {
+		if pid := p.pid(); p.name == ProcMaterializer && pid > 0 {
+			return syscall.Kill(pid, sig)
+		}
+	}
+	return errors.New("no materializer child to signal")
 }
 
 // StartSeparateProcesses is StartEmbedded with every component in a child

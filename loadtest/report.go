@@ -55,7 +55,10 @@ type Report struct {
 			Renew    Quantiles `json:"renew"`
 		} `json:"latency_ms"`
 	} `json:"steady"`
-	Timeline []second `json:"timeline"`
+	// MaterializerPaused: the materializer was stopped for the gateway
+	// phase (--pause-materializer), so no reader shared the broker with it.
+	MaterializerPaused bool     `json:"materializer_paused,omitempty"`
+	Timeline           []second `json:"timeline"`
 	// CPU, RSSMiB and Bare: with the components as separate processes
 	// only (--separate-processes), CPU seconds by process and phase, peak
 	// resident memory by process, and the bare-producer yardstick.
@@ -258,6 +261,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "| ratio to direct | %.2f | 1.00 | |\n", rep.Throughput.RatioGatewayDirect)
 	fmt.Fprintf(w, "| batch p50 / p99 ms | %.1f / %.1f | %.1f / %.1f | |\n", rep.LatencyMs.Produce.P50, rep.LatencyMs.Produce.P99, rep.Direct.P50Ms, rep.Direct.P99Ms)
 	fmt.Fprintf(w, "| stale records accepted | %d | | %d |\n", rep.Gateway.StaleAccepted, rep.Naive.StaleAccepted)
+	if rep.MaterializerPaused {
+		fmt.Fprintf(w, "\nthe materializer was paused during the gateway phase (--pause-materializer); the ledger was checked after it caught up")
+	}
 	fmt.Fprintf(w, "\ncold start: %d leases all granted after %.1fs (handover p50 / p99 %.1f / %.1f ms, %d; worker errors %d)\n",
 		rep.ColdStart.Leases, rep.ColdStart.Seconds, rep.ColdStart.Handover.P50, rep.ColdStart.Handover.P99, rep.ColdStart.Handover.Count, rep.ColdStart.Errors)
 	fmt.Fprintf(w, "steady state (%.1fs): %.0f records/s (ratio to direct %.2f); batch p50 / p99 %.1f / %.1f ms; handover p50 / p99 %.1f / %.1f ms (%d); renew p50 / p99 %.1f / %.1f ms (%d)\n",

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -76,10 +77,22 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 	}
 	r := &runner{sc: sc, stack: stack, clients: map[string]*client{}, lost: map[int32][]int64{},
 		st: newStats(sc.Leases), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
+	pause := stack.separate != nil && stack.separate.opts.PauseMaterializer
+	if pause {
+		if err := stack.signalMaterializer(syscall.SIGSTOP); err != nil {
+			return nil, err
+		}
+	}
 	sampling := stack.startSampling()
 	r.gatewayPhase(ctx)
 	usage := sampling.stop()
+	if pause {
+		if err := stack.signalMaterializer(syscall.SIGCONT); err != nil {
+			return nil, err
+		}
+	}
 	rep := r.report()
+	rep.MaterializerPaused = pause
 	rep.addPhase("gateway", usage)
 	if err := r.verify(ctx, rep); err != nil {
 		return rep, err

@@ -24,6 +24,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var sep loadtest.SeparateOptions
 	separate := fs.Bool("separate-processes", false, "with --embedded: run the broker, the gateway, the materializer and each baseline as child processes, and report each one's CPU and memory")
 	fs.StringVar(&sep.GatewayDebugListen, "gateway-debug-listen", "", "with --separate-processes: the gateway child's --debug-listen (pprof), e.g. 127.0.0.1:6060")
+	fs.BoolVar(&sep.PauseMaterializer, "pause-materializer", false, "with --separate-processes: stop the materializer (SIGSTOP) during the gateway phase, as it is during the direct baseline; the ledger is checked after it caught up")
 	fs.IntVar(&sep.BareProducers, "bare-producers", 8, "with --separate-processes: producers of the bare-producer yardstick run after the direct baseline (0: none)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
 	brokers := fs.String("kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
