@@ -52,7 +52,7 @@ type Grant struct {
 func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 	ctx, span := g.tracer.Start(ctx, "fencegate.acquire", trace.WithAttributes(attrLease.String(req.Name)))
 	defer span.End()
-	start, began := g.cfg.Now(), time.Now()
+	began := time.Now()
 	if g.draining.Load() {
 		return Grant{}, spanError(span, errDraining())
 	}
@@ -64,7 +64,7 @@ func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		return Grant{}, spanError(span, err)
 	}
 	defer g.freeSlot()
-	start = g.cfg.Now() // the local deadline runs from the grant, not from the wait
+	start := g.cfg.Now() // the local deadline runs from the grant, not from the wait
 	var lease leasestore.Lease
 	err = g.stage(ctx, stagePGGrant, func(ctx context.Context) (err error) {
 		lease, err = g.grant(ctx, req)
