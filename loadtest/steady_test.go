@@ -50,3 +50,18 @@ func TestNeverSteady(t *testing.T) {
 		t.Fatalf("cold start %+v, steady %+v: want -1 and none", rep.ColdStart, rep.Steady)
 	}
 }
+
+// TestLongTTLScenarioValidates: a TTL of 30 s (idle-session runs) is a
+// valid scenario; the replica-freeze pause is held to its bounds only when
+// that fault is on.
+func TestLongTTLScenarioValidates(t *testing.T) {
+	s := Defaults()
+	s.TTL = 30 * time.Second
+	if err := s.Validate(); err != nil {
+		t.Fatalf("TTL 30s without the replica-freeze fault: %v", err)
+	}
+	s.FreezeReplicaEvery = 5 * time.Second
+	if err := s.Validate(); err == nil {
+		t.Fatal("TTL 30s with the replica-freeze fault and its default pause of 90s: accepted")
+	}
+}
