@@ -110,7 +110,7 @@ func Decode(body []byte, maxRecords int) (Batch, error) {
 	}
 	d.buf = body[len(magic):]
 	b := Batch{OwnerID: d.text("owner_id"), Token: d.token(), BatchID: d.text("batch_id")}
-	n := d.count("record count", 2) // a record takes at least two bytes (null key, null value, no headers: three)
+	n := d.count("record count", 3) // a record takes at least three bytes: null key, null value, no headers
 	if d.err == nil && n > maxRecords {
 		return Batch{}, fmt.Errorf("%d records: %w (the limit is %d per batch)", n, ErrTooManyRecords, maxRecords)
 	}
