@@ -76,11 +76,17 @@ type Config struct {
 	ParkAfter time.Duration
 	// MaxConcurrentHandovers bounds handovers in flight (default 16):
 	// each creates a librdkafka instance, and a thundering herd of them
-	// (every worker re-acquiring after a restart) starves the process. A
-	// handover waiting for a slot spends its own budget and fails closed
-	// when it runs out.
+	// (every worker re-acquiring after a restart) starves the process. An
+	// acquire waits for a slot before its grant, so waiting spends none of
+	// its TTL.
 	MaxConcurrentHandovers int
-	Limits                 Limits
+	// MaxHandoverQueue bounds the acquires waiting for a slot (default 4 x
+	// MaxConcurrentHandovers); beyond it an acquire is answered 429 at
+	// once. Waiting acquires hold API requests in flight: unbounded, a cold
+	// start of thousands filled the in-flight caps and renewals were
+	// answered 429 until their leases expired.
+	MaxHandoverQueue int
+	Limits           Limits
 	// Hooks are named pause points for tests.
 	Hooks Hooks
 	// Now is the monotonic clock for local deadlines (default time.Now).
@@ -114,6 +120,9 @@ func (c *Config) fill() error {
 	if c.MaxConcurrentHandovers == 0 {
 		c.MaxConcurrentHandovers = 16
 	}
+	if c.MaxHandoverQueue == 0 {
+		c.MaxHandoverQueue = 4 * c.MaxConcurrentHandovers
+	}
 	if c.Kafka.TransactionTimeoutMS == 0 {
 		c.Kafka.TransactionTimeoutMS = 10000
 	}
@@ -132,6 +141,9 @@ func (c *Config) fill() error {
 	}
 	if c.Kafka.Brokers == "" {
 		return errors.New("gateway: Kafka.Brokers is required")
+	}
+	if c.MaxConcurrentHandovers < 0 || c.MaxHandoverQueue < 0 {
+		return fmt.Errorf("gateway: MaxConcurrentHandovers %d and MaxHandoverQueue %d must not be negative", c.MaxConcurrentHandovers, c.MaxHandoverQueue)
 	}
 	if c.HandoverBudget <= 0 || c.HandoverBudget >= 1 {
 		return fmt.Errorf("gateway: HandoverBudget %v must be in (0, 1)", c.HandoverBudget)
@@ -167,6 +179,8 @@ type Gateway struct {
 	met    *metrics
 	tracer trace.Tracer
 	slots  chan struct{} // handovers in flight
+	// waiting counts acquires waiting for a slot (MaxHandoverQueue).
+	waiting atomic.Int64
 
 	mu       sync.Mutex
 	sessions map[string]*session

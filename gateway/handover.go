@@ -125,9 +125,20 @@ func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lea
 
 // takeSlot waits for one of the MaxConcurrentHandovers slots, before the
 // grant: a handover that waits spends none of its TTL waiting, so a cold
-// start of many leases queues rather than fails. The wait is bounded by
-// the request and by MaxHandover; past it the acquire is refused 429.
+// start of many leases queues rather than fails. At most MaxHandoverQueue
+// acquires wait; the wait is bounded by the request and by MaxHandover.
+// Beyond either the acquire is refused 429, before any grant.
 func (g *Gateway) takeSlot(ctx context.Context) error {
+	select {
+	case g.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	if g.waiting.Add(1) > int64(g.cfg.MaxHandoverQueue) {
+		g.waiting.Add(-1)
+		return errorf(CodeTooManyRequests, "%d handovers in flight and %d waiting; retry later", cap(g.slots), g.cfg.MaxHandoverQueue)
+	}
+	defer g.waiting.Add(-1)
 	wctx, cancel := context.WithTimeout(ctx, g.cfg.MaxHandover)
 	defer cancel()
 	select {
@@ -137,6 +148,9 @@ func (g *Gateway) takeSlot(ctx context.Context) error {
 		return errorf(CodeTooManyRequests, "%d handovers in flight and none finished within %v; retry later", cap(g.slots), g.cfg.MaxHandover)
 	}
 }
+
+// HandoversWaiting is the number of acquires waiting for a handover slot.
+func (g *Gateway) HandoversWaiting() int { return int(g.waiting.Load()) }
 
 func (g *Gateway) freeSlot() { <-g.slots }
 

@@ -19,7 +19,7 @@ import (
 func TestColdStartQueuesHandovers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	r := b.newReplica(func(c *gateway.Config) { c.MaxConcurrentHandovers = 1 })
+	r := b.newReplica(func(c *gateway.Config) { c.MaxConcurrentHandovers, c.MaxHandoverQueue = 1, 64 })
 	const n = 40
 	replies := make([]reply, n)
 	var wg sync.WaitGroup
@@ -112,4 +112,53 @@ func barrierAborted(log []verify.LogRecord, lease string) bool {
 		}
 	}
 	return false
+}
+
+// TestHandoverQueueIsBounded: with MaxHandoverQueue acquires waiting for
+// the only slot, one more is refused 429 at once, before any grant, and a
+// renewal meanwhile is answered at once: waiting acquires cannot take the
+// API's capacity from the leases already held.
+func TestHandoverQueueIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(gateway.HookGranted, "shard:370")
+	r := b.newReplica(func(c *gateway.Config) {
+		c.MaxConcurrentHandovers, c.MaxHandoverQueue = 1, 2
+		c.MaxHandover = time.Minute // a waiter would be refused only after a minute
+		hooks(g)(c)
+	})
+	held := r.mustAcquire(t, "shard:369", "w", 30*time.Second)
+	done := make(chan reply, 3)
+	go func() { done <- r.acquire(t, "shard:370", "w", 30*time.Second) }()
+	g.wait(t) // the only slot is held
+	for _, name := range []string{"shard:371", "shard:372"} {
+		go func() { done <- r.acquire(t, name, "w", 30*time.Second) }()
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return r.g.HandoversWaiting() == 2, fmt.Sprintf("%d acquires waiting, want 2", r.g.HandoversWaiting())
+	})
+	refused := make(chan reply, 1)
+	go func() { refused <- r.acquire(t, "shard:373", "w", 30*time.Second) }()
+	var rep reply
+	select {
+	case rep = <-refused:
+	case <-time.After(10 * time.Second):
+		g.open()
+		t.Fatal("an acquire beyond the queue waited instead of being refused")
+	}
+	if rep.status != http.StatusTooManyRequests || rep.code() != "too_many_requests" || rep.header.Get("Retry-After") == "" {
+		t.Fatalf("acquire beyond the queue: %d %s", rep.status, rep.raw)
+	}
+	if l, err := b.store.Get(b.ctx, "shard:373"); err == nil {
+		t.Fatalf("a refused acquire left a lease row: %+v", l)
+	}
+	if rep := r.do(t, "PATCH", "/v1/leases/shard:369", map[string]any{"owner_id": "w", "token": held, "ttl_ms": 30000}); rep.status != http.StatusOK {
+		t.Fatalf("renewal while acquires wait: %d %s", rep.status, rep.raw)
+	}
+	g.open()
+	for range 3 {
+		if rep := <-done; rep.status != http.StatusCreated {
+			t.Errorf("a queued acquire: %d %s", rep.status, rep.raw)
+		}
+	}
 }

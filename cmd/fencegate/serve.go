@@ -45,6 +45,8 @@ type serveFlags struct {
 	// maxHandovers bounds handovers in flight; the others wait for a slot
 	// before their grant.
 	maxHandovers int
+	// maxHandoverQueue bounds the acquires waiting for a slot.
+	maxHandoverQueue int
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -62,6 +64,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
 	fs.DurationVar(&f.parkAfter, "park-after", 30*time.Second, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
 	fs.IntVar(&f.maxHandovers, "max-handovers", 16, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
+	fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 	d := gateway.DefaultServerConfig()
 	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -143,6 +146,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		Logger:     log,
 
 		MaxConcurrentHandovers: f.maxHandovers,
+		MaxHandoverQueue:       f.maxHandoverQueue,
 	})
 	if err != nil {
 		return err
