@@ -100,6 +100,10 @@ type GatewayFigures struct {
 	// ErrorsByCall counts Errors by call and answer ("acquire
 	// too_many_requests", "renew transport").
 	ErrorsByCall map[string]int64 `json:"errors_by_call"`
+	// AcquiresDeferred counts acquires answered 429 too_many_requests
+	// (the gateway's handover queue was full) and retried after
+	// Retry-After; they are not errors.
+	AcquiresDeferred int64 `json:"acquires_deferred"`
 	// Replicas is the number of gateway replicas; ReplicaFreezes the rounds
 	// of the replica-freeze fault.
 	Replicas       int   `json:"replicas"`
@@ -171,7 +175,7 @@ func (r *runner) report() *Report {
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
 		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),
 		Replicas: len(r.stack.urls()), ReplicaFreezes: st.replicaFreezes.Load(),
-		AnswersByCode: st.answersByCode, ErrorsByCall: st.errorsByCall, StaleByLayer: st.staleByLayer, Rehomes: st.rehomes.Load(),
+		AnswersByCode: st.answersByCode, ErrorsByCall: st.errorsByCall, AcquiresDeferred: st.deferred.Load(), StaleByLayer: st.staleByLayer, Rehomes: st.rehomes.Load(),
 		DrainSeconds: st.drainTook.Seconds(), RehomeSeconds: st.rehomeTook.Seconds(), DrainErrors: st.drainErrors}
 	rep.Gateway.SessionsAfterRun = r.stack.liveSessions()
 	rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter = r.threadsBefore, threadCount()
@@ -264,8 +268,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	if rep.MaterializerPaused {
 		fmt.Fprintf(w, "\nthe materializer was paused during the gateway phase (--pause-materializer); the ledger was checked after it caught up")
 	}
-	fmt.Fprintf(w, "\ncold start: %d leases all granted after %.1fs (handover p50 / p99 %.1f / %.1f ms, %d; worker errors %d)\n",
-		rep.ColdStart.Leases, rep.ColdStart.Seconds, rep.ColdStart.Handover.P50, rep.ColdStart.Handover.P99, rep.ColdStart.Handover.Count, rep.ColdStart.Errors)
+	fmt.Fprintf(w, "\ncold start: %d leases all granted after %.1fs (handover p50 / p99 %.1f / %.1f ms, %d; worker errors %d; acquires deferred 429 over the run %d)\n",
+		rep.ColdStart.Leases, rep.ColdStart.Seconds, rep.ColdStart.Handover.P50, rep.ColdStart.Handover.P99, rep.ColdStart.Handover.Count, rep.ColdStart.Errors,
+		rep.Gateway.AcquiresDeferred)
 	fmt.Fprintf(w, "steady state (%.1fs): %.0f records/s (ratio to direct %.2f); batch p50 / p99 %.1f / %.1f ms; handover p50 / p99 %.1f / %.1f ms (%d); renew p50 / p99 %.1f / %.1f ms (%d)\n",
 		rep.Steady.Seconds, rep.Steady.RecordsPerS, rep.Steady.RatioGatewayDirect,
 		rep.Steady.LatencyMs.Produce.P50, rep.Steady.LatencyMs.Produce.P99,

@@ -44,6 +44,7 @@ type stats struct {
 	records, batches, handovers, fences, errors atomic.Int64
 	staleRefused, staleAttempts                 atomic.Int64
 	attempts, replicaFreezes, rehomes           atomic.Int64
+	deferred                                    atomic.Int64 // acquires answered 429 (retried after Retry-After)
 
 	mu       sync.Mutex
 	acked    []AckedBatch

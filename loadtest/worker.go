@@ -128,6 +128,13 @@ func (w *worker) acquire(ctx context.Context) {
 	if w.rehome(rep) {
 		return
 	}
+	if rep.code == "too_many_requests" {
+		// The gateway deferred the acquire (its handover queue is full):
+		// not a failure; come back after its Retry-After (1 s).
+		w.r.st.deferred.Add(1)
+		wait(ctx, time.Second)
+		return
+	}
 	if rep.code != "lease_held" && ctx.Err() == nil {
 		w.r.st.error("acquire", rep)
 	}
