@@ -221,8 +221,17 @@ func (g *Gateway) writeBarrier(ctx context.Context, s *session) error {
 	if err := s.prod.p.BeginTransaction(); err != nil {
 		return kafkaError("begin barrier transaction", err)
 	}
+	if err := g.commitBarrier(ctx, s, rec); err != nil {
+		s.prod.abortOpen()
+		return err
+	}
+	return nil
+}
+
+// commitBarrier sends the barrier into the open transaction and commits
+// it; on failure the caller aborts the transaction.
+func (g *Gateway) commitBarrier(ctx context.Context, s *session, rec record) error {
 	if _, err := s.prod.send(ctx, s.place.Topic, s.place.Partition, []record{rec}); err != nil {
-		s.prod.abandon()
 		return kafkaError("produce barrier", err)
 	}
 	g.cfg.Hooks.call(HookBarrierSent, s.name, s.token)
@@ -230,11 +239,9 @@ func (g *Gateway) writeBarrier(ctx context.Context, s *session) error {
 		// The budget is spent: the grant will be abandoned, so abort
 		// rather than commit (an expired context would make librdkafka
 		// start the commit without waiting for it).
-		s.prod.abandon()
 		return kafkaError("commit barrier", err)
 	}
 	if err := s.prod.p.CommitTransaction(ctx); err != nil {
-		s.prod.abandon()
 		return kafkaError("commit barrier", err)
 	}
 	return nil

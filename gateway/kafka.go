@@ -188,20 +188,20 @@ func pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// abandon aborts the open transaction of a failed handover, best effort,
+// abortOpen aborts the open transaction of a failed handover, best effort,
 // before the producer is closed. Left open, it would hold the partition's
 // last stable offset, and with it every read_committed reader of the
 // partition (the materializer included), until the broker's transaction
 // timeout. A commit still in progress cannot be aborted; librdkafka
 // refuses, and the transaction timeout ends it as before.
-func (p *producer) abandon() {
-	ctx, cancel := context.WithTimeout(context.Background(), abandonTimeout)
+func (p *producer) abortOpen() {
+	ctx, cancel := context.WithTimeout(context.Background(), abortOpenTimeout)
 	defer cancel()
 	_ = p.p.AbortTransaction(ctx)
 }
 
-// abandonTimeout bounds the abort of a failed handover's transaction.
-const abandonTimeout = 2 * time.Second
+// abortOpenTimeout bounds the abort of a failed handover's transaction.
+const abortOpenTimeout = 2 * time.Second
 
 // close aborts nothing and destroys the instance. Destroying a producer
 // with an open transaction leaves that transaction to the broker, which
