@@ -226,14 +226,7 @@ func TestFM20_HotLeaseRowDoesNotStallProduce(t *testing.T) {
 			renewed <- r.do(t, "PATCH", "/v1/leases/shard:20", map[string]any{"owner_id": "w1", "token": token, "ttl_ms": 30000})
 		}()
 	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		var waiting int
-		// Statistics views are a snapshot per transaction: clear it first.
-		_, _ = lock.Exec(b.ctx, `SELECT pg_stat_clear_snapshot()`)
-		_ = lock.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting)
-		return waiting >= 3, fmt.Sprintf("%d renewals waiting on the row lock, %d answered", waiting, len(renewed))
-	})
+	waitForRowLockWaiters(t, b, lock, 3)
 	log := &ackLog{}
 	for i := range 5 {
 		b.mustProduce(t, r, log, "shard:20", "w1", token, fmt.Sprintf("hot-%d", i), 10)
@@ -252,4 +245,18 @@ func TestFM20_HotLeaseRowDoesNotStallProduce(t *testing.T) {
 		}
 	}
 	b.checkInvariants(t, "shard:20", log)
+}
+
+// waitForRowLockWaiters waits until n statements of this test's database
+// wait on a lock (the row lock tx holds).
+func waitForRowLockWaiters(t testing.TB, b *testBundle, tx pgx.Tx, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() (bool, string) {
+		var waiting int
+		// Statistics views are a snapshot per transaction: clear it first.
+		_, _ = tx.Exec(b.ctx, `SELECT pg_stat_clear_snapshot()`)
+		_ = tx.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting)
+		return waiting >= n, fmt.Sprintf("%d statements waiting on the row lock, want %d", waiting, n)
+	})
 }

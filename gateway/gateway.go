@@ -215,6 +215,7 @@ func New(store LeaseStore, router *txnmap.Router, cfg Config) (*Gateway, error) 
 		insp.close()
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	g.store = timedStore{LeaseStore: store, dur: g.met.store}
 	g.reaped.Add(1)
 	go g.reapLoop()
 	if cfg.ParkAfter > 0 {

@@ -78,6 +78,7 @@ type metrics struct {
 	parks     metric.Int64Counter
 	resumes   metric.Int64Counter
 	httpDur   metric.Float64Histogram
+	store     metric.Float64Histogram
 	observers metric.Registration
 }
 
@@ -141,6 +142,11 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 	try(func() (e error) {
 		x.httpDur, e = m.Float64Histogram("http.server.request.duration", metric.WithUnit("s"), seconds,
 			metric.WithDescription("HTTP request duration by route and status."))
+		return
+	})
+	try(func() (e error) {
+		x.store, e = m.Float64Histogram("fencegate.store.duration", metric.WithUnit("s"), seconds,
+			metric.WithDescription("Duration of lease-store (Postgres) calls on a worker's path by op (acquire, regenerate, activate, renew, release, abandon, heartbeat)."))
 		return
 	})
 	try(func() error { return x.observe(m, g) })
