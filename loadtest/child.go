@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
@@ -37,15 +36,15 @@ type childGateway struct {
 
 // StartEmbeddedChild is StartEmbedded with the gateway in a child process
 // started from exe (the fencegate binary), so that it can be killed.
-func StartEmbeddedChild(ctx context.Context, serverURL, exe string, log *slog.Logger) (*Stack, error) {
-	return StartEmbeddedReplicas(ctx, serverURL, exe, 1, log)
+func StartEmbeddedChild(ctx context.Context, serverURL, exe string, log *slog.Logger, opts ...StackOption) (*Stack, error) {
+	return StartEmbeddedReplicas(ctx, serverURL, exe, 1, log, opts...)
 }
 
 // StartEmbeddedReplicas is StartEmbedded with n gateway replicas, each a
 // child process started from exe, registered under its own name and
 // address so that replicas send each other's clients to the holder (421).
-func StartEmbeddedReplicas(ctx context.Context, serverURL, exe string, n int, log *slog.Logger) (*Stack, error) {
-	s, err := startEmbedded(ctx, serverURL, log, false)
+func StartEmbeddedReplicas(ctx context.Context, serverURL, exe string, n int, log *slog.Logger, opts ...StackOption) (*Stack, error) {
+	s, err := startEmbedded(ctx, serverURL, log, false, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +76,8 @@ func (s *Stack) startChildren(ctx context.Context, exe string, n int, log *slog.
 	return nil
 }
 
-// writeChildConfig writes the children's routes and clients file.
+// writeChildConfig writes the children's routes and clients file
+// (configYAML: every client the stack registers).
 func writeChildConfig(s *Stack) (string, error) {
 	dir, err := os.MkdirTemp("", "fencegate-loadtest-")
 	if err != nil {
@@ -85,11 +85,7 @@ func writeChildConfig(s *Stack) (string, error) {
 	}
 	s.closers = append(s.closers, func() { _ = os.RemoveAll(dir) })
 	cfg := filepath.Join(dir, "fencegate.yaml")
-	yaml := fmt.Sprintf("transactional_id_prefix: loadtest\nroutes:\n"+
-		"  - {pattern: \"shard:*\", topic: %s, partitions: %d}\n  - {pattern: \"naive:*\", topic: %s, partitions: %d}\n"+
-		"clients:\n  - {name: loadtest, token_sha256: %s, allow: [\"shard:*\"]}\n",
-		LeaseTopic, Partitions, NaiveTopic, Partitions, gateway.HashToken(WorkerToken))
-	return cfg, os.WriteFile(cfg, []byte(yaml), 0o600)
+	return cfg, os.WriteFile(cfg, s.configYAML(), 0o600)
 }
 
 func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*childGateway, error) {
@@ -101,7 +97,7 @@ func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*chi
 	_ = ln.Close()
 	args := []string{"serve", "--listen", addr, "--advertise-url", "http://" + addr,
 		"--database-url", s.DatabaseURL, "--config", cfg, "--replica", replica, "--min-ttl", "100ms",
-		"--max-inflight", fmt.Sprint(harnessLimits.MaxInFlight), "--max-inflight-per-client", fmt.Sprint(harnessLimits.MaxInFlightPerClient)}
+		"--max-inflight", fmt.Sprint(s.caps().MaxInFlight), "--max-inflight-per-client", fmt.Sprint(s.caps().MaxInFlightPerClient)}
 	args = append(args, kafkaArgs(s.Kafka)...)
 	env := append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
 	if s.Kafka.SASLPassword != "" {

@@ -64,6 +64,9 @@ type SeparateOptions struct {
 	// BareProducers is the number of producers of the bare-producer
 	// yardstick run after the direct baseline (0: no yardstick).
 	BareProducers int
+	// GatewayArgs are more `serve` flags for the gateway child, after the
+	// harness's own (a later flag wins), e.g. --park-after=0.
+	GatewayArgs []string
 	// PauseMaterializer stops the materializer child (SIGSTOP) for the
 	// gateway phase and resumes it after, so that the gateway phase, like
 	// the direct baseline, runs without a reader of its topic on the
@@ -103,8 +106,11 @@ func (s *Stack) signalMaterializer(sig syscall.Signal) error {
 // StartSeparateProcesses is StartEmbedded with every component in a child
 // process started from exe (the fencegate binary): a fresh database on
 // serverURL's server, a kfake broker, one gateway and a materializer.
-func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts SeparateOptions, log *slog.Logger) (*Stack, error) {
-	s := &Stack{Materialize: true}
+func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts SeparateOptions, log *slog.Logger, stackOpts ...StackOption) (*Stack, error) {
+	s, err := newStack(stackOpts)
+	if err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -114,7 +120,6 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	if err := s.freshDatabase(ctx, serverURL); err != nil {
 		return nil, err
 	}
-	var err error
 	if s.Router, err = newRouter(); err != nil {
 		return nil, err
 	}
@@ -136,6 +141,7 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	if opts.GatewayDebugListen != "" {
 		c.args = append(c.args, "--debug-listen", opts.GatewayDebugListen)
 	}
+	c.args = append(c.args, opts.GatewayArgs...)
 	if err := c.start(ctx); err != nil {
 		c.stop()
 		return nil, err

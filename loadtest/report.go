@@ -82,6 +82,13 @@ type ScenarioFigures struct {
 	FreezeEveryS    float64 `json:"freeze_every_s"`
 	ChurnEveryS     float64 `json:"churn_every_s"`
 	AmbiguityEveryS float64 `json:"ambiguity_every_s"`
+	// Clients is the number of API clients (bearer tokens) the workers
+	// were spread over (--clients); MaxInFlight and MaxInFlightPerClient
+	// the in-flight caps of the gateways the harness started (absent for
+	// an external gateway).
+	Clients              int `json:"clients"`
+	MaxInFlight          int `json:"max_inflight,omitempty"`
+	MaxInFlightPerClient int `json:"max_inflight_per_client,omitempty"`
 }
 
 // GatewayFigures are the gateway phase's counts.
@@ -169,7 +176,12 @@ func (r *runner) report() *Report {
 	sc := r.sc
 	rep.Scenario = ScenarioFigures{Leases: sc.Leases, WorkersPerLease: sc.WorkersPerLease, BatchSize: sc.BatchSize,
 		RecordSize: sc.RecordSize, Rate: sc.Rate, DurationS: sc.Duration.Seconds(), TTLMs: sc.TTL.Milliseconds(),
-		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds()}
+		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds(),
+		Clients: r.stack.Clients()}
+	if len(r.stack.tokens) > 0 { // a gateway the harness started
+		caps := r.stack.caps()
+		rep.Scenario.MaxInFlight, rep.Scenario.MaxInFlightPerClient = caps.MaxInFlight, caps.MaxInFlightPerClient
+	}
 	st := r.st
 	rep.Gateway = GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
@@ -248,6 +260,11 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## fencegate loadtest: %s\n\n", passText(rep.Pass))
 	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze every %.0fs, churn every %.0fs, ambiguity every %.0fs\n\n",
 		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, s.FreezeEveryS, s.ChurnEveryS, s.AmbiguityEveryS)
+	fmt.Fprintf(w, "API clients: %d", s.Clients)
+	if s.MaxInFlightPerClient > 0 {
+		fmt.Fprintf(w, "; the gateway's in-flight caps: %d, %d per client", s.MaxInFlight, s.MaxInFlightPerClient)
+	}
+	fmt.Fprint(w, "\n\n")
 	fmt.Fprintln(w, "| invariant | result | checked | violations |")
 	fmt.Fprintln(w, "|---|---|---|---|")
 	for _, row := range []struct {

@@ -27,10 +27,11 @@ type Options struct {
 type runner struct {
 	sc    Scenario
 	stack *Stack
-	// clients by gateway URL: one per replica, and one per holder_url a
+	// clients by gateway URL and API client (index of the stack's
+	// tokens): one per replica and API client, and one per holder_url a
 	// 421 named.
 	clientsMu sync.Mutex
-	clients   map[string]*client
+	clients   map[clientKey]*client
 	// lost are the offsets, per partition, of acknowledged records that
 	// I3 found missing (described from the whole log afterwards).
 	lost    map[int32][]int64
@@ -75,7 +76,7 @@ func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report,
 	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && len(stack.children) < 2 {
 		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
 	}
-	r := &runner{sc: sc, stack: stack, clients: map[string]*client{}, lost: map[int32][]int64{},
+	r := &runner{sc: sc, stack: stack, clients: map[clientKey]*client{}, lost: map[int32][]int64{},
 		st: newStats(sc.Leases), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
 	pause := stack.separate != nil && stack.separate.opts.PauseMaterializer
 	if pause {
@@ -109,15 +110,17 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	defer cancel()
 	r.st = newStats(r.sc.Leases)
 	var wg sync.WaitGroup
-	urls := r.stack.urls()
+	urls, tokens := r.stack.urls(), r.stack.workerTokens()
 	for l := range r.sc.Leases {
 		var ws []*worker
 		for i := range r.sc.WorkersPerLease {
 			// Contenders of a lease start on different replicas, so that
 			// one of them takes the lease over while the other's replica
 			// is frozen.
-			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r}
-			w.gw.Store(r.client(urls[(l+i)%len(urls)]))
+			// Workers take the API clients in turn.
+			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r,
+				api: (l*r.sc.WorkersPerLease + i) % len(tokens)}
+			w.gw.Store(r.client(urls[(l+i)%len(urls)], w.api))
 			ws = append(ws, w)
 			wg.Add(1)
 			go func() { defer wg.Done(); w.run(pctx) }()
@@ -155,14 +158,25 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	r.progressDone()
 }
 
-// client returns the client of the gateway at url.
-func (r *runner) client(url string) *client {
+// clientKey names a client: a gateway URL and an API client.
+type clientKey struct {
+	url string
+	api int
+}
+
+// client returns the client of the gateway at url as API client api (an
+// index of the stack's tokens). Each has connections of its own, enough
+// for its share of the workers.
+func (r *runner) client(url string, api int) *client {
 	r.clientsMu.Lock()
 	defer r.clientsMu.Unlock()
-	c := r.clients[url]
+	k := clientKey{url, api}
+	c := r.clients[k]
 	if c == nil {
-		c = newClient(url, r.stack.Token, r.sc.Leases*r.sc.WorkersPerLease+8)
-		r.clients[url] = c
+		tokens := r.stack.workerTokens()
+		workers := r.sc.Leases * r.sc.WorkersPerLease
+		c = newClient(url, tokens[api], (workers+len(tokens)-1)/len(tokens)+8)
+		r.clients[k] = c
 	}
 	return c
 }
@@ -214,11 +228,10 @@ func (r *runner) drainReplica(ctx context.Context) {
 // heldOn returns the leases (and tokens) that workers hold through the
 // replica at url.
 func (r *runner) heldOn(url string) map[string]int64 {
-	c := r.client(url)
 	held := map[string]int64{}
 	for _, ws := range r.workers {
 		for _, w := range ws {
-			if w.owned.Load() && w.gw.Load() == c {
+			if w.owned.Load() && w.gw.Load().base == url {
 				held[w.lease] = w.held.Load()
 			}
 		}

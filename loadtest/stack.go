@@ -62,8 +62,16 @@ type Stack struct {
 	// Materialize: a materializer applies the lease topic to the
 	// database, so the ledger can be checked.
 	Materialize bool
-	// Token is the workers' bearer token (default WorkerToken).
+	// Token is the workers' bearer token of an external gateway (default
+	// WorkerToken).
 	Token string
+	// tokens are the bearer tokens of the API clients the harness
+	// registered with the gateways it started (WithClients), one client
+	// each; workers are spread over them round-robin.
+	tokens []string
+	// limits are the in-flight caps of the gateways the harness starts
+	// (WithLimits; zero: harnessLimits).
+	limits gateway.ServerConfig
 	// gw is the in-process gateway (embedded only), for leak checks.
 	gw *gateway.Gateway
 	// children are the gateway replicas as child processes
@@ -73,6 +81,112 @@ type Stack struct {
 	// separate: every component is a child process whose CPU and memory
 	// the harness samples (StartSeparateProcesses only).
 	separate *separate
+}
+
+// StackOption configures a stack that the harness starts (StartEmbedded,
+// StartEmbeddedOn, StartEmbeddedReplicas, StartSeparateProcesses).
+type StackOption func(*Stack) error
+
+// MaxClients bounds WithClients.
+const MaxClients = 10000
+
+// WithClients registers n API clients with the gateways the harness
+// starts, each with a bearer token of its own and the same allow pattern
+// (shard:*), and spreads the workers over them round-robin, as an estate
+// of many workers is many clients: the gateway caps requests in flight per
+// client. The first is the one client of the default (n = 1): "loadtest",
+// token WorkerToken.
+func WithClients(n int) StackOption {
+	return func(s *Stack) error {
+		if n < 1 || n > MaxClients {
+			return fmt.Errorf("clients must be 1..%d", MaxClients)
+		}
+		s.tokens = clientTokens(n)
+		return nil
+	}
+}
+
+// WithLimits sets the in-flight caps (MaxInFlight, MaxInFlightPerClient;
+// a zero field takes the gateway's default, as serve's flags do) of the
+// gateways the harness starts, instead of the lifted caps of
+// harnessLimits.
+func WithLimits(c gateway.ServerConfig) StackOption {
+	return func(s *Stack) error {
+		d := gateway.DefaultServerConfig()
+		if c.MaxInFlight == 0 {
+			c.MaxInFlight = d.MaxInFlight
+		}
+		if c.MaxInFlightPerClient == 0 {
+			c.MaxInFlightPerClient = d.MaxInFlightPerClient
+		}
+		if c.MaxInFlight < 0 || c.MaxInFlightPerClient < 0 {
+			return errors.New("in-flight caps must be >= 0")
+		}
+		s.limits = gateway.ServerConfig{MaxInFlight: c.MaxInFlight, MaxInFlightPerClient: c.MaxInFlightPerClient}
+		return nil
+	}
+}
+
+// caps are the in-flight caps of the gateways the stack starts.
+func (s *Stack) caps() gateway.ServerConfig {
+	if s.limits.MaxInFlight == 0 {
+		return harnessLimits
+	}
+	return s.limits
+}
+
+// newStack is a stack the harness starts, its options applied.
+func newStack(opts []StackOption) (*Stack, error) {
+	s := &Stack{Materialize: true, tokens: clientTokens(1)}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// clientTokens are the bearer tokens of n harness clients.
+func clientTokens(n int) []string {
+	out := []string{WorkerToken}
+	for i := 1; i < n; i++ {
+		out = append(out, fmt.Sprintf("%s-%d", WorkerToken, i))
+	}
+	return out
+}
+
+// clientName is the name of the i-th harness client.
+func clientName(i int) string {
+	if i == 0 {
+		return "loadtest"
+	}
+	return fmt.Sprintf("loadtest-%d", i)
+}
+
+// workerTokens are the bearer tokens workers use: the registered clients'
+// or, for an external gateway, Token.
+func (s *Stack) workerTokens() []string {
+	if len(s.tokens) > 0 {
+		return s.tokens
+	}
+	return []string{s.Token}
+}
+
+// Clients is the number of API clients the workers are spread over.
+func (s *Stack) Clients() int { return len(s.workerTokens()) }
+
+// configYAML is the routes and clients file of the harness's gateways:
+// the children read it (--config), the in-process gateway takes its
+// clients from it too, so both register the same clients.
+func (s *Stack) configYAML() []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "transactional_id_prefix: loadtest\nroutes:\n"+
+		"  - {pattern: \"shard:*\", topic: %s, partitions: %d}\n  - {pattern: \"naive:*\", topic: %s, partitions: %d}\nclients:\n",
+		LeaseTopic, Partitions, NaiveTopic, Partitions)
+	for i, tok := range s.workerTokens() {
+		fmt.Fprintf(&b, "  - {name: %s, token_sha256: %s, allow: [\"shard:*\"]}\n", clientName(i), gateway.HashToken(tok))
+	}
+	return []byte(b.String())
 }
 
 // urls are the gateway replicas' URLs (one for an in-process or external
@@ -138,8 +252,8 @@ func (s *Stack) leaseTopic() string {
 
 // StartEmbedded starts, in this process, a fresh database on serverURL's
 // server, a kfake development broker, a gateway and a materializer.
-func StartEmbedded(ctx context.Context, serverURL string, log *slog.Logger) (*Stack, error) {
-	return startEmbedded(ctx, serverURL, log, true)
+func StartEmbedded(ctx context.Context, serverURL string, log *slog.Logger, opts ...StackOption) (*Stack, error) {
+	return startEmbedded(ctx, serverURL, log, true, opts)
 }
 
 // ExternalKafka is a Kafka cluster the embedded stack uses instead of
@@ -158,8 +272,12 @@ type ExternalKafka struct {
 // on k's cluster instead of kfake. Only shard:* leases are routed: the
 // naive and direct baselines write topics of their own and the ambiguity
 // fault holds EndTxn at kfake, so a run on it turns them off.
-func StartEmbeddedOn(ctx context.Context, serverURL string, k ExternalKafka, log *slog.Logger) (*Stack, error) {
-	s := &Stack{Materialize: true, Kafka: k.Conn, topic: k.LeaseTopic}
+func StartEmbeddedOn(ctx context.Context, serverURL string, k ExternalKafka, log *slog.Logger, opts ...StackOption) (*Stack, error) {
+	s, err := newStack(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.Kafka, s.topic = k.Conn, k.LeaseTopic
 	ok := false
 	defer func() {
 		if !ok {
@@ -172,7 +290,6 @@ func StartEmbeddedOn(ctx context.Context, serverURL string, k ExternalKafka, log
 	if err := s.freshDatabase(ctx, serverURL); err != nil {
 		return nil, err
 	}
-	var err error
 	if s.Router, err = txnmap.NewRouter(k.Prefix, []txnmap.Route{{Pattern: "shard:*", Topic: k.LeaseTopic, Partitions: Partitions}}); err != nil {
 		return nil, err
 	}
@@ -186,8 +303,11 @@ func StartEmbeddedOn(ctx context.Context, serverURL string, k ExternalKafka, log
 	return s, nil
 }
 
-func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, withGateway bool) (*Stack, error) {
-	s := &Stack{Materialize: true}
+func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, withGateway bool, opts []StackOption) (*Stack, error) {
+	s, err := newStack(opts)
+	if err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -257,7 +377,9 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	auth, err := gateway.NewAuthenticator([]gateway.Client{{Name: "loadtest", TokenSHA256: gateway.HashToken(WorkerToken), Allow: []string{"shard:*"}}})
+	// The clients of the children's config file (the routes are the
+	// stack's own: StartEmbeddedOn has other ones).
+	_, _, auth, err := gateway.ParseFileConfig(s.configYAML())
 	if err != nil {
 		return err
 	}
@@ -273,10 +395,11 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 		return err
 	}
 	// The listener of `fencegate serve` (timeouts), its in-flight caps
-	// lifted: every worker of the harness shares one token.
+	// the stack's (lifted by default: by default every worker of the
+	// harness shares one token).
 	api := gateway.NewServer(g, auth)
-	api.Limit(harnessLimits)
-	srv, err := harnessLimits.HTTPServer(api, log.With("component", "gateway"))
+	api.Limit(s.caps())
+	srv, err := s.caps().HTTPServer(api, log.With("component", "gateway"))
 	if err != nil {
 		g.Close()
 		_ = ln.Close()

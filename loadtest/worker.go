@@ -77,6 +77,7 @@ type worker struct {
 	id      string
 	lease   string
 	r       *runner
+	api     int                    // its API client: an index of the stack's tokens
 	gw      atomic.Pointer[client] // the replica it talks to (it follows 421s)
 	held    atomic.Int64           // the token it holds, for the fault injectors
 	token   int64
@@ -148,15 +149,15 @@ func (w *worker) rehome(rep reply) bool {
 	if (rep.code != "draining" && rep.status != 0) || len(urls) < 2 {
 		return false
 	}
-	cur := w.gw.Load()
+	cur := w.gw.Load().base
 	for i, u := range urls {
-		if w.r.client(u) == cur {
-			w.gw.Store(w.r.client(urls[(i+1)%len(urls)]))
+		if u == cur {
+			w.gw.Store(w.r.client(urls[(i+1)%len(urls)], w.api))
 			w.r.st.rehomes.Add(1)
 			return true
 		}
 	}
-	w.gw.Store(w.r.client(urls[0]))
+	w.gw.Store(w.r.client(urls[0], w.api))
 	w.r.st.rehomes.Add(1)
 	return true
 }
@@ -221,7 +222,7 @@ func (w *worker) release(ctx context.Context) {
 func (w *worker) follow(rep reply) {
 	var url string
 	if json.Unmarshal(rep.body["holder_url"], &url) == nil && url != "" {
-		w.gw.Store(w.r.client(url))
+		w.gw.Store(w.r.client(url, w.api))
 	}
 }
 

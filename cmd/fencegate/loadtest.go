@@ -26,6 +26,15 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&sep.GatewayDebugListen, "gateway-debug-listen", "", "with --separate-processes: the gateway child's --debug-listen (pprof), e.g. 127.0.0.1:6060")
 	fs.BoolVar(&sep.PauseMaterializer, "pause-materializer", false, "with --separate-processes: stop the materializer (SIGSTOP) during the gateway phase, as it is during the direct baseline; the ledger is checked after it caught up")
 	fs.IntVar(&sep.BareProducers, "bare-producers", 8, "with --separate-processes: producers of the bare-producer yardstick run after the direct baseline (0: none)")
+	fs.Func("gateway-arg", "with --separate-processes: one more `serve` flag for the gateway child, after the harness's own (a later flag wins), e.g. --gateway-arg=--park-after=0; repeatable", func(v string) error {
+		sep.GatewayArgs = append(sep.GatewayArgs, v)
+		return nil
+	})
+	clients := fs.Int("clients", 1, "with --embedded: API clients registered with the harness's gateways, each with a bearer token of its own; workers are spread over them round-robin (the gateway caps requests in flight per client)")
+	lifted := gateway.ServerConfig{MaxInFlight: 1 << 16, MaxInFlightPerClient: 1 << 16}
+	var caps gateway.ServerConfig
+	fs.IntVar(&caps.MaxInFlight, "gateway-max-inflight", lifted.MaxInFlight, "with --embedded: the harness's gateways' --max-inflight (default lifted; serve's default is 1024)")
+	fs.IntVar(&caps.MaxInFlightPerClient, "gateway-max-inflight-per-client", lifted.MaxInFlightPerClient, "with --embedded: the harness's gateways' --max-inflight-per-client (default lifted; serve's default is 256)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
 	brokers := fs.String("kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
 	var kf commonFlags
@@ -70,12 +79,19 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		*replicas = 2
 	}
 	kf.brokers = *brokers
+	if !*embedded && (*clients != 1 || caps != lifted) {
+		return errors.New("--clients and --gateway-max-inflight* need --embedded: the harness registers the clients with the gateways it starts")
+	}
+	if len(sep.GatewayArgs) > 0 && !*separate {
+		return errors.New("--gateway-arg needs --separate-processes")
+	}
+	stackOpts := []loadtest.StackOption{loadtest.WithClients(*clients), loadtest.WithLimits(caps)}
 	var stack *loadtest.Stack
 	var err error
 	if *separate {
-		stack, err = openSeparate(ctx, *embedded, *child, *replicas, *dbURL, sep, log)
+		stack, err = openSeparate(ctx, *embedded, *child, *replicas, *dbURL, sep, log, stackOpts)
 	} else {
-		stack, err = openStack(ctx, *embedded, *child, *replicas, *gw, kf.kafkaConn(), *dbURL, *cfgPath, *token, log)
+		stack, err = openStack(ctx, *embedded, *child, *replicas, *gw, kf.kafkaConn(), *dbURL, *cfgPath, *token, log, stackOpts)
 	}
 	if err != nil {
 		return err
@@ -99,16 +115,16 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-func openStack(ctx context.Context, embedded, child bool, replicas int, gw string, conn kafkaconn.Config, dbURL, cfgPath, token string, log *slog.Logger) (*loadtest.Stack, error) {
+func openStack(ctx context.Context, embedded, child bool, replicas int, gw string, conn kafkaconn.Config, dbURL, cfgPath, token string, log *slog.Logger, opts []loadtest.StackOption) (*loadtest.Stack, error) {
 	if embedded && (child || replicas > 1) {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		return loadtest.StartEmbeddedReplicas(ctx, dbURL, exe, max(replicas, 1), log)
+		return loadtest.StartEmbeddedReplicas(ctx, dbURL, exe, max(replicas, 1), log, opts...)
 	}
 	if embedded {
-		return loadtest.StartEmbedded(ctx, dbURL, log)
+		return loadtest.StartEmbedded(ctx, dbURL, log, opts...)
 	}
 	if gw == "" {
 		return nil, errors.New("give --embedded or --gateway URL")
@@ -124,7 +140,7 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw strin
 }
 
 // openSeparate starts the stack with every component in a child process.
-func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL string, opts loadtest.SeparateOptions, log *slog.Logger) (*loadtest.Stack, error) {
+func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL string, opts loadtest.SeparateOptions, log *slog.Logger, stackOpts []loadtest.StackOption) (*loadtest.Stack, error) {
 	if !embedded || child || replicas > 1 {
 		return nil, errors.New("--separate-processes needs --embedded and one replica (no --gateway-child, --replicas or replica faults)")
 	}
@@ -132,7 +148,7 @@ func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL
 	if err != nil {
 		return nil, err
 	}
-	return loadtest.StartSeparateProcesses(ctx, dbURL, exe, opts, log)
+	return loadtest.StartSeparateProcesses(ctx, dbURL, exe, opts, log, stackOpts...)
 }
 
 func writeReports(rep *loadtest.Report, jsonPath, htmlPath string) error {
