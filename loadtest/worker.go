@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -35,6 +36,8 @@ type reply struct {
 	status int
 	code   string
 	body   map[string]json.RawMessage
+	// retryAfter is the Retry-After the gateway asked for (0: none).
+	retryAfter time.Duration
 }
 
 func (r reply) int(field string) int64 {
@@ -63,6 +66,9 @@ func (c *client) send(ctx context.Context, method, path, contentType string, bod
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	out := reply{status: resp.StatusCode}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		out.retryAfter = time.Duration(secs) * time.Second
+	}
 	_ = json.Unmarshal(raw, &out.body)
 	if c, ok := out.body["code"]; ok {
 		_ = json.Unmarshal(c, &out.code)
@@ -85,8 +91,11 @@ type worker struct {
 	renewed time.Time
 	seq     int
 	pending string // batch id to retry after an aborted or ambiguous batch
-	freeze  atomic.Bool
-	churn   atomic.Bool
+	// deferrals counts the acquires answered 429 in a row (the SDK's
+	// backoff grows with them).
+	deferrals int
+	freeze    atomic.Bool
+	churn     atomic.Bool
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -123,6 +132,7 @@ func (w *worker) acquire(ctx context.Context) {
 	rep := w.gw.Load().do(ctx, "POST", "/v1/leases", jsonBody(map[string]any{
 		"name": w.lease, "owner_id": w.id, "ttl_ms": w.r.sc.TTL.Milliseconds()}))
 	if rep.status == http.StatusCreated {
+		w.deferrals = 0
 		w.took(rep, start)
 		return
 	}
@@ -131,11 +141,13 @@ func (w *worker) acquire(ctx context.Context) {
 	}
 	if rep.code == "too_many_requests" {
 		// The gateway deferred the acquire (its handover queue is full):
-		// not a failure; come back after its Retry-After (1 s).
+		// not a failure; come back when the SDK would.
 		w.r.st.deferred.Add(1)
-		wait(ctx, time.Second)
+		w.deferrals++
+		wait(ctx, sdkBackoff(w.deferrals, rep.retryAfter))
 		return
 	}
+	w.deferrals = 0
 	if rep.code != "lease_held" && ctx.Err() == nil {
 		w.r.st.error("acquire", rep)
 	}
@@ -303,6 +315,21 @@ func (w *worker) frozen(ctx context.Context) {
 	}
 	w.send(ctx, fmt.Sprintf("%s/stale-%d", w.id, old))
 	w.owned.Store(false)
+}
+
+// sdkBackoff is the wait of the SDK (client.Client.backoff, default
+// bounds) before retry n (1, 2, ...): doubling from 50 ms to 2 s, the upper
+// half jittered, never less than the gateway's Retry-After. Workers that
+// retry deferred acquires as SDK workers do spread their retries over
+// 1-2 s instead of coming back together every second.
+func sdkBackoff(n int, retryAfter time.Duration) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < n && d < 2*time.Second; i++ {
+		d *= 2
+	}
+	d = min(d, 2*time.Second)
+	d = d/2 + rand.N(d/2+1)
+	return max(d, retryAfter)
 }
 
 // wait pauses for d or until ctx ends; the harness paces load, it does not
