@@ -82,8 +82,17 @@ func (c KafkaConfig) applyExtra(cm kafka.ConfigMap) error {
 // producer is one librdkafka transactional producer instance. It is bound
 // to exactly one token for its whole life (docs/design.md, "Handover") and is
 // never re-initialised.
+//
+// Its methods are called by one goroutine at a time (the handover's, or the
+// holder of the session's mu).
 type producer struct {
 	p *kafka.Producer
+	// unsettled: send handed records of the open transaction to librdkafka
+	// and returned before any of their delivery reports came back, and no
+	// abort was asked for since. librdkafka may then still have the
+	// partition's first AddPartitionsToTxn to send; close must not destroy
+	// the instance in that state (see close).
+	unsettled bool
 }
 
 func newProducer(cfg KafkaConfig, transactionalID string) (*producer, error) {
@@ -115,7 +124,13 @@ type record struct {
 
 // send produces records to topic/partition inside the open transaction and
 // waits for every delivery report. It returns the offsets in record order.
+//
+// A transaction's records go to one partition, so the first delivery report
+// (success or failure) means librdkafka has registered the partition with
+// the transaction or will never try to: until then the producer is
+// unsettled.
 func (p *producer) send(ctx context.Context, topic string, partition int32, recs []record) ([]int64, error) {
+	p.unsettled = false
 	dch := make(chan kafka.Event, len(recs))
 	for i := range recs {
 		m := &kafka.Message{
@@ -126,11 +141,13 @@ func (p *producer) send(ctx context.Context, topic string, partition int32, recs
 		if err := p.p.Produce(m, dch); err != nil {
 			return nil, err
 		}
+		p.unsettled = true
 	}
 	offsets := make([]int64, len(recs))
 	for range recs {
 		select {
 		case ev := <-dch:
+			p.unsettled = false
 			m, ok := ev.(*kafka.Message)
 			if !ok {
 				return nil, fmt.Errorf("unexpected delivery event %T", ev)
@@ -194,19 +211,48 @@ func pause(ctx context.Context, d time.Duration) bool {
 // partition (the materializer included), until the broker's transaction
 // timeout. A commit still in progress cannot be aborted; librdkafka
 // refuses, and the transaction timeout ends it as before.
+//
+// Whatever AbortTransaction answers (unless another transactional call is
+// still pending, which only a commit after delivery can be), its first step
+// has run or is queued ahead of anything close does: the transaction leaves
+// InTransaction, so the producer is no longer unsettled.
 func (p *producer) abortOpen() {
 	ctx, cancel := context.WithTimeout(context.Background(), abortOpenTimeout)
 	defer cancel()
 	_ = p.p.AbortTransaction(ctx)
+	p.unsettled = false
 }
 
 // abortOpenTimeout bounds the abort of a failed handover's transaction.
 const abortOpenTimeout = 2 * time.Second
 
-// close aborts nothing and destroys the instance. Destroying a producer
-// with an open transaction leaves that transaction to the broker, which
-// aborts it at the next epoch bump or after transaction.timeout.ms.
-func (p *producer) close() { p.p.Close() }
+// close destroys the instance. Destroying a producer with an open
+// transaction leaves that transaction to the broker, which aborts it at the
+// next epoch bump or after transaction.timeout.ms.
+//
+// An unsettled producer is aborted first (abortOpen). Destroyed while its
+// transaction is InTransaction with a partition not yet registered,
+// librdkafka (2.11) can abort the whole process with
+// "rd_kafka_txn_handle_AddPartitionsToTxn: Assertion
+// 'rk->rk_eos.txn_req_cnt > 0' failed": the main thread's registration
+// timer may send the transaction's first AddPartitionsToTxn during
+// rd_kafka_destroy, and counts it in txn_req_cnt only after queueing it
+// (rd_kafka_txn_register_partitions), while the terminating coordinator
+// thread fails queued requests with _DESTROY and runs their response
+// handler itself, unsynchronised (rd_kafka_buf_callback); that handler
+// asserts the count. The abort's first step moves the transaction to
+// BeginAbort and clears the pending partitions, after which librdkafka
+// registers nothing. Settled, aborted, committed or failed transactions
+// are left as they are: no registration can be pending (librdkafka
+// registers only in InTransaction and BeginCommit, and this package
+// commits only after every delivery report), and an abort there could
+// bump the epoch of an instance whose generation must keep it.
+func (p *producer) close() {
+	if p.unsettled {
+		p.abortOpen()
+	}
+	p.p.Close()
+}
 
 // outcome classifies a Kafka error for the session (docs/design.md,
 // "Produce" and "The producer keeps its epoch").
