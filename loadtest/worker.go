@@ -16,19 +16,27 @@ import (
 	"github.com/fencegate/fencegate/client/wire"
 )
 
-// client speaks the gateway's v1 API.
+// client speaks the gateway's v1 API. Lease calls (acquire, renew,
+// release) have their own connections: with one pool, a renewal waited for
+// a connection behind the batches in flight (the pool is capped), and the
+// harness measured its own queue as renewal latency. A worker using the SDK
+// has no such cap.
 type client struct {
-	base  string
-	token string
-	http  *http.Client
+	base    string
+	token   string
+	http    *http.Client // batches
+	control *http.Client // lease calls
 }
 
 func newClient(base, token string, conns int) *client {
 	if token == "" {
 		token = WorkerToken
 	}
-	return &client{base: base, token: token, http: &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}}
+	pool := func() *http.Client {
+		return &http.Client{Timeout: 30 * time.Second,
+			Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+	}
+	return &client{base: base, token: token, http: pool(), control: pool()}
 }
 
 // reply is an HTTP answer: status, problem code, and the decoded body.
@@ -49,17 +57,22 @@ func (r reply) int(field string) int64 {
 // in flight: each finishes (bounded by the client timeout) so that no batch
 // is cut off half-way by the harness itself.
 func (c *client) do(ctx context.Context, method, path string, body []byte) reply {
-	return c.send(ctx, method, path, "application/json", body)
+	return c.roundTrip(ctx, c.control, method, path, "application/json", body)
 }
 
+// send posts a batch.
 func (c *client) send(ctx context.Context, method, path, contentType string, body []byte) reply {
+	return c.roundTrip(ctx, c.http, method, path, contentType, body)
+}
+
+func (c *client) roundTrip(ctx context.Context, hc *http.Client, method, path, contentType string, body []byte) reply {
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return reply{code: err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", contentType)
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return reply{code: "transport: " + err.Error()}
 	}
