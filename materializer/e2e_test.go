@@ -49,7 +49,13 @@ func (w *worker) acquire(name string, withToken bool) int {
 	if withToken {
 		body["token"] = w.token
 	}
+	// A 503 (kafka_unavailable: the handover ran out of its budget, half
+	// of this short TTL, on a loaded machine) is retried, as a worker
+	// following the SDK's reaction table does.
 	st, out := w.call("POST", "/v1/leases", body)
+	for deadline := time.Now().Add(10 * time.Second); st == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+		st, out = w.call("POST", "/v1/leases", body)
+	}
 	if st == http.StatusCreated {
 		w.token = num(out["token"])
 	}
