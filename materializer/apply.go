@@ -2,6 +2,7 @@ package materializer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/barrier"
 )
@@ -18,11 +20,15 @@ const applyTimeout = 30 * time.Second
 
 // applyTx is one apply transaction. It takes four round trips whatever
 // the chunk's size: the position compare-and-set with the fence locks,
-// the COPY of the data records into the session's stage, the chunk's
-// statements in one pipeline (every staged record in one statement, each
-// refusal and barrier in one of its own), then the commit. Verdicts are
-// judged in memory, in offset order, against the locked fences; only
-// whether a data record is a duplicate waits for the ledger.
+// the COPY of the data records, the chunk's statements in one pipeline
+// (each refusal and barrier in one statement of its own), then the
+// commit. Verdicts are judged in memory, in offset order, against the
+// locked fences; only whether a data record is a duplicate waits for the
+// ledger. A chunk whose data records have distinct dedup keys, the first
+// of them new, is copied straight into the ledger under a savepoint
+// (qCopySavepoint); any other chunk, and one whose COPY meets a key
+// applied before (one round trip more), goes through the session's stage
+// and one statement that files the duplicates (qApplyStaged).
 type applyTx struct {
 	m        *Materializer
 	tx       pgx.Tx
@@ -32,6 +38,11 @@ type applyTx struct {
 	verdicts []judged         // in offset order
 	batch    pgx.Batch        // statements whose verdict is known now
 	staged   *stage
+	// direct: the chunk's data records have distinct keys, the first is
+	// new to the ledger, and begin opened qCopySavepoint for the COPY
+	// straight into the ledger; copied: that COPY went through, and the
+	// stage is not used.
+	direct, copied bool
 }
 
 // judged is one record's verdict, reported once the transaction commits.
@@ -71,7 +82,7 @@ func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, ne
 		for _, s := range in {
 			a.judge(s)
 		}
-		if err := a.copyStage(ctx); err != nil {
+		if err := a.copyRecords(ctx); err != nil {
 			return err
 		}
 		if err := a.send(ctx); err != nil {
@@ -95,6 +106,29 @@ func readStamps(recs []*kafka.Message) []stamped {
 		out[i] = stamped{r, st, err}
 	}
 	return out
+}
+
+// dataKeys returns the dedup key of the first record stamped as data,
+// and whether no two such records share a key: only then is the COPY
+// straight into the ledger worth trying (a repeat would fail it on the
+// ledger's unique key, and the chunk would take the staged path after
+// all).
+func dataKeys(in []stamped) (first dedupKey, distinct bool) {
+	seen := make(map[dedupKey]struct{}, len(in))
+	for _, s := range in {
+		if s.err != nil || s.st.Barrier {
+			continue
+		}
+		k := dedupKey{s.st.Lease, s.st.Owner, s.st.Batch, s.st.Seq}
+		if _, dup := seen[k]; dup {
+			return first, false
+		}
+		if len(seen) == 0 {
+			first = k
+		}
+		seen[k] = struct{}{}
+	}
+	return first, len(seen) > 0
 }
 
 // leasesOf lists the distinct leases of the stamped records, sorted: the
@@ -143,13 +177,22 @@ func (m *Materializer) afterStatement() error {
 
 // begin moves the position by compare-and-set (FM14), makes the stage
 // when the chunk may have data records, and locks the fences of the
-// chunk's leases, all in one round trip.
+// chunk's leases, all in one round trip. When the chunk's data records
+// have distinct keys it also asks whether the first one's key is known
+// (a redelivery, most likely of the whole chunk) and, for the COPY
+// straight into the ledger that a new key makes worth trying, opens its
+// savepoint.
 func (a *applyTx) begin(ctx context.Context, expected, newNext int64, in []stamped) error {
 	leases, data := leasesOf(in)
+	first, distinct := dataKeys(in)
 	var b pgx.Batch
 	b.Queue(qAdvancePosition, a.key.topic, a.key.partition, expected, newNext)
 	if data {
 		b.Queue(qCreateStage)
+	}
+	if distinct {
+		b.Queue(qKnownKey, first.lease, first.owner, first.batch, first.seq)
+		b.Queue(qCopySavepoint)
 	}
 	if len(leases) > 0 {
 		b.Queue(qLockFences, leases)
@@ -170,6 +213,19 @@ func (a *applyTx) begin(ctx context.Context, expected, newNext int64, in []stamp
 		if err := a.exec(res); err != nil {
 			return err
 		}
+	}
+	if distinct {
+		var known bool
+		if err := res.QueryRow().Scan(&known); err != nil {
+			return err
+		}
+		if err := a.m.afterStatement(); err != nil {
+			return err
+		}
+		if err := a.exec(res); err != nil {
+			return err
+		}
+		a.direct = !known
 	}
 	if len(leases) > 0 {
 		if err := a.readFences(res); err != nil {
@@ -277,15 +333,53 @@ func (a *applyTx) queue(j judged, q string, args ...any) {
 	a.batch.Queue(q, args...)
 }
 
-// copyStage copies the staged data records into the session's stage.
-func (a *applyTx) copyStage(ctx context.Context) error {
+// copyRecords copies the chunk's data records into the ledger when it
+// can (copyLedger), and into the session's stage otherwise.
+func (a *applyTx) copyRecords(ctx context.Context) error {
 	if len(a.staged.rows) == 0 {
 		return nil
 	}
+	if a.direct {
+		done, err := a.copyLedger(ctx)
+		if done || err != nil {
+			return err
+		}
+		// A key applied before: back to the savepoint, through the stage.
+		if _, err := a.tx.Exec(ctx, qRollbackCopy); err != nil {
+			return err
+		}
+		if err := a.m.afterStatement(); err != nil {
+			return err
+		}
+	}
+	a.staged.rewind()
 	if _, err := a.tx.CopyFrom(ctx, stageTable, stageColumns, a.staged); err != nil {
 		return err
 	}
 	return a.m.afterStatement()
+}
+
+// uniqueViolation is SQLSTATE unique_violation.
+const uniqueViolation = "23505"
+
+// copyLedger copies the data records, whose keys are distinct, straight
+// into accepted_records, in key order. It reports false, with no error,
+// when the ledger refused a row as a unique violation: the caller rolls
+// back to the savepoint, and the staged path decides exactly which rows
+// are duplicates (and fails on any other conflict).
+func (a *applyTx) copyLedger(ctx context.Context) (bool, error) {
+	_, err := a.tx.CopyFrom(ctx, ledgerTable, ledgerColumns, newLedgerRows(a.staged, a.key))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
+		a.m.copyFallbacks.Add(1)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	a.copied = true
+	a.m.copiedChunks.Add(1)
+	return true, a.m.afterStatement()
 }
 
 // send runs the queued statements and the staged records' statement in
@@ -293,7 +387,7 @@ func (a *applyTx) copyStage(ctx context.Context) error {
 // statement returns the offsets of the duplicates.
 func (a *applyTx) send(ctx context.Context) error {
 	n := a.batch.Len()
-	staged := len(a.staged.rows) > 0
+	staged := len(a.staged.rows) > 0 && !a.copied
 	if staged {
 		a.batch.Queue(qApplyStaged, a.key.topic, a.key.partition)
 	}
@@ -318,7 +412,7 @@ func (a *applyTx) send(ctx context.Context) error {
 	return res.Close()
 }
 
-// readDuplicates marks the verdicts of the offsets qApplyData returns.
+// readDuplicates marks the verdicts of the offsets qApplyStaged returns.
 func (a *applyTx) readDuplicates(res pgx.BatchResults) error {
 	rows, err := res.Query()
 	if err != nil {

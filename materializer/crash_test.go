@@ -45,7 +45,7 @@ func TestFM13_CrashAfterEachStatementLeavesNoTrace(t *testing.T) {
 	}
 	db := pgtest.New(t)
 	for k := int64(1); ; k++ {
-		if _, err := db.Pool.Exec(b.ctx, `TRUNCATE fences, accepted_records, applied_keys, rejected_records, consumer_positions`); err != nil {
+		if _, err := db.Pool.Exec(b.ctx, `TRUNCATE fences, accepted_records, rejected_records, consumer_positions`); err != nil {
 			t.Fatal(err)
 		}
 		crashed := b.newMaterializerOn(db, func(c *materializer.Config) {
@@ -117,7 +117,7 @@ func TestReplayFromZeroGivesSameLedger(t *testing.T) {
 	last := b.workload()
 	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
 	want := snapshot(t, b.db)
-	if _, err := b.db.Pool.Exec(b.ctx, `TRUNCATE fences, accepted_records, applied_keys, rejected_records, consumer_positions`); err != nil {
+	if _, err := b.db.Pool.Exec(b.ctx, `TRUNCATE fences, accepted_records, rejected_records, consumer_positions`); err != nil {
 		t.Fatal(err)
 	}
 	b.runUntil(b.newMaterializer(nil), b.db, 1, last)

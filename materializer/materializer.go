@@ -8,9 +8,10 @@
 //     partition, with a token above the fence, advances the fence; any
 //     other barrier is rejected as bad_barrier;
 //   - a data record with token == fence and a new (lease, owner_id, batch_id, seq) is
-//     accepted into accepted_records and its key remembered in
-//     applied_keys; token < fence is stale, token > fence is unfenced (a
-//     bare number never moves a fence, FM11), a known key is duplicate;
+//     accepted into accepted_records, whose unique key on those columns
+//     is the dedup memory (applied_keys is a view of it); token < fence
+//     is stale, token > fence is unfenced (a bare number never moves a
+//     fence, FM11), a known key is duplicate;
 //   - a record without valid fencegate headers is malformed;
 //   - every rejection is written to rejected_records with its reason
 //     (FM15);
@@ -149,6 +150,11 @@ type Materializer struct {
 	met      *metrics
 	fenceMu  sync.Mutex
 	fences   map[string]int64 // lease -> token, as committed by this instance
+
+	// copiedChunks counts chunks copied straight into the ledger,
+	// copyFallbacks those whose COPY met a key applied before and went
+	// through the stage instead.
+	copiedChunks, copyFallbacks atomic.Int64
 }
 
 type partitionKey struct {

@@ -44,6 +44,8 @@ ON CONFLICT (lease) DO UPDATE
 // the transaction. Being temporary, it is the session's own and writes no
 // WAL. Every statement names its columns; changing them needs a new table
 // name, since a pooled session may keep the table of an older version.
+// Only a chunk that does not go straight into the ledger fills it
+// (qCopySavepoint).
 const qCreateStage = `
 CREATE TEMP TABLE IF NOT EXISTS fencegate_stage (
     "offset" bigint NOT NULL, token bigint NOT NULL, seq integer NOT NULL, first boolean NOT NULL,
@@ -58,25 +60,51 @@ var (
 	stageColumns = []string{"offset", "token", "seq", "first", "lease", "owner_id", "batch_id", "headers", "key", "value"}
 )
 
+// qKnownKey asks whether a dedup key is in the ledger: the first data
+// record's, before its chunk is copied straight into the ledger. A known
+// key (a redelivery) sends the chunk through the stage without trying the
+// COPY; the answer only saves work, the unique key still decides.
+const qKnownKey = `
+SELECT EXISTS (SELECT 1 FROM accepted_records WHERE lease = $1 AND owner_id = $2 AND batch_id = $3 AND seq = $4)`
+
+// qCopySavepoint opens the subtransaction in which a chunk whose data
+// records all have distinct dedup keys is copied straight into the ledger
+// (ledgerTable, ledgerColumns). The ledger's unique constraint on the key
+// (accepted_records_dedup_key) is the dedup rule: a key applied before
+// fails the COPY with unique_violation, and qRollbackCopy undoes the COPY
+// alone, after which the chunk takes the staged path, which files every
+// duplicate exactly. Nothing else runs between the savepoint and the COPY.
+const (
+	qCopySavepoint = `SAVEPOINT fencegate_copy`
+	qRollbackCopy  = `ROLLBACK TO SAVEPOINT fencegate_copy`
+)
+
+// ledgerTable and ledgerColumns are what the straight COPY fills
+// (ledgerRows.Values' order); accepted_at takes its default.
+var (
+	ledgerTable   = []string{"accepted_records"}
+	ledgerColumns = []string{"lease", "owner_id", "token", "batch_id", "seq", "topic", "partition", "offset", "key", "value", "headers"}
+)
+
 // qApplyStaged applies the staged data records in one statement. A
-// record's dedup key (lease, owner, batch id, seq) is remembered, and the
-// record enters the ledger, only if the key is new to the ledger and
-// first in the chunk; every other staged record gets a duplicate receipt.
-// The key is the owner's: another owner's batch with the same id is a
-// different batch and must not be filed as a duplicate (FM26). Keys are
-// inserted in key order, so two transactions never wait for each other's
-// keys in opposite orders. It returns the offsets of the duplicates.
+// record enters the ledger only if its dedup key (lease, owner, batch id,
+// seq) is new to the ledger and first in the chunk; every other staged
+// record gets a duplicate receipt. The arbiter is the ledger's own unique
+// constraint on the key (accepted_records_dedup_key; applied_keys is a
+// view of it): a conflict on anything else, such as an offset already in
+// the ledger, is an error, not a duplicate. The key is the owner's:
+// another owner's batch with the same id is a different batch and must not
+// be filed as a duplicate (FM26). Keys are inserted in byte order (the
+// straight COPY's order too), so two transactions never wait for each
+// other's keys in opposite orders. It returns the offsets of the
+// duplicates.
 const qApplyStaged = `
-WITH k AS (
-    INSERT INTO applied_keys (lease, owner_id, batch_id, seq)
-    SELECT lease, owner_id, batch_id, seq FROM fencegate_stage WHERE first
-     ORDER BY lease, owner_id, batch_id, seq
-    ON CONFLICT DO NOTHING
-    RETURNING lease, owner_id, batch_id, seq
-), a AS (
+WITH a AS (
     INSERT INTO accepted_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", key, value, headers)
-    SELECT s.lease, s.owner_id, s.token, s.batch_id, s.seq, $1, $2, s."offset", s.key, s.value, s.headers::jsonb
-      FROM fencegate_stage s JOIN k USING (lease, owner_id, batch_id, seq) WHERE s.first
+    SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", key, value, headers::jsonb
+      FROM fencegate_stage WHERE first
+     ORDER BY lease COLLATE "C", owner_id COLLATE "C", batch_id COLLATE "C", seq
+    ON CONFLICT (lease, owner_id, batch_id, seq) DO NOTHING
     RETURNING "offset"
 ), d AS (
     INSERT INTO rejected_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", reason, detail)

@@ -1,7 +1,10 @@
 package materializer
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
+	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -46,6 +49,9 @@ func (s *stage) add(st barrier.Stamp, r *kafka.Message) {
 	s.rows = append(s.rows, stagedRow{st, int64(r.TopicPartition.Offset), r, !dup})
 }
 
+// rewind makes the stage a fresh CopyFromSource for another COPY.
+func (s *stage) rewind() { s.at = -1 }
+
 func (s *stage) Next() bool {
 	s.at++
 	return s.at < len(s.rows)
@@ -81,3 +87,44 @@ func userHeaders(hs []kafka.Header) string {
 	raw, _ := json.Marshal(m)
 	return string(raw)
 }
+
+// ledgerRows is the stage's rows as accepted_records rows (ledgerColumns),
+// in dedup-key byte order, for the COPY straight into the ledger: the
+// CopyFromSource of a chunk whose keys are all distinct.
+type ledgerRows struct {
+	s     *stage
+	key   partitionKey
+	vals  []any
+	order []int // indexes into s.rows, sorted by key
+	at    int
+}
+
+func newLedgerRows(s *stage, key partitionKey) *ledgerRows {
+	order := make([]int, len(s.rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		a, b := &s.rows[i].st, &s.rows[j].st
+		return cmp.Or(strings.Compare(a.Lease, b.Lease), strings.Compare(a.Owner, b.Owner),
+			strings.Compare(a.Batch, b.Batch), cmp.Compare(a.Seq, b.Seq))
+	})
+	return &ledgerRows{s: s, key: key, vals: make([]any, len(ledgerColumns)), order: order, at: -1}
+}
+
+func (l *ledgerRows) Next() bool {
+	l.at++
+	return l.at < len(l.order)
+}
+
+// Values are the row's columns in ledgerColumns' order.
+func (l *ledgerRows) Values() ([]any, error) {
+	row := &l.s.rows[l.order[l.at]]
+	v := l.vals
+	v[0], v[1], v[2], v[3], v[4] = row.st.Lease, row.st.Owner, row.st.Token, row.st.Batch, int32(row.st.Seq)
+	v[5], v[6], v[7] = l.key.topic, l.key.partition, row.off
+	v[8], v[9], v[10] = row.r.Key, row.r.Value, userHeaders(row.r.Headers)
+	return v, nil
+}
+
+func (l *ledgerRows) Err() error { return nil }

@@ -1,7 +1,7 @@
 // Package schema owns the ledger's tables (fences, accepted_records,
-// applied_keys, rejected_records, consumer_positions): their migration
-// line, recorded in ledger_migrations, and the reset a development broker
-// needs. The lease store's tables have a line of their own; this package
+// rejected_records, consumer_positions) and its view applied_keys: their
+// migration line, recorded in ledger_migrations, and the reset a
+// development broker needs. The lease store's tables have a line of their own; this package
 // imports nothing of the gateway or the lease store.
 package schema
 
@@ -33,7 +33,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) { return li
 // qReset empties the ledger and its positions. Only for a development
 // broker that starts empty: the ledger of an earlier run would point at
 // offsets that no longer exist.
-const qReset = `TRUNCATE fences, accepted_records, applied_keys, rejected_records, consumer_positions`
+const qReset = `TRUNCATE fences, accepted_records, rejected_records, consumer_positions`
 
 // Reset empties the ledger (development only; see qReset).
 func Reset(ctx context.Context, pool *pgxpool.Pool) error {
