@@ -57,10 +57,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.RenewEvery = cfg.TTL / 3
 	}
 	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff = 50 * time.Millisecond
+		cfg.MinBackoff = DefaultMinBackoff
 	}
 	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = 2 * time.Second
+		cfg.MaxBackoff = DefaultMaxBackoff
 	}
 	switch {
 	case cfg.TTL < time.Millisecond:
@@ -130,21 +130,37 @@ func encodeBody(body any) ([]byte, string, error) {
 	return raw, "application/json", err
 }
 
-// backoff is the wait before retry n (1, 2, ...) after err: doubling from
-// MinBackoff to MaxBackoff, the upper half jittered, and never less than
-// a Retry-After the gateway asked for.
+// backoff is the wait before retry n (1, 2, ...) after err (Backoff with
+// this client's bounds and the Retry-After of a Problem).
 func (c *Client) backoff(n int, err error) time.Duration {
-	d := c.cfg.MinBackoff
-	for i := 1; i < n && d < c.cfg.MaxBackoff; i++ {
+	var retryAfter time.Duration
+	var p *Problem
+	if errors.As(err, &p) {
+		retryAfter = p.RetryAfter
+	}
+	return Backoff(n, c.cfg.MinBackoff, c.cfg.MaxBackoff, retryAfter)
+}
+
+// Default bounds of the wait before a retry (Config.MinBackoff,
+// Config.MaxBackoff).
+const (
+	DefaultMinBackoff = 50 * time.Millisecond
+	DefaultMaxBackoff = 2 * time.Second
+)
+
+// Backoff is the SDK's wait before retry n (1, 2, ...): doubling from
+// minWait to maxWait, the upper half jittered, and never less than the
+// Retry-After the gateway asked for (0: none). It is exported for callers
+// that retry on their own and should spread their retries as SDK workers
+// do.
+func Backoff(n int, minWait, maxWait, retryAfter time.Duration) time.Duration {
+	d := minWait
+	for i := 1; i < n && d < maxWait; i++ {
 		d *= 2
 	}
-	d = min(d, c.cfg.MaxBackoff)
+	d = min(d, maxWait)
 	d = d/2 + rand.N(d/2+1)
-	var p *Problem
-	if errors.As(err, &p) && p.RetryAfter > d {
-		d = p.RetryAfter
-	}
-	return d
+	return max(d, retryAfter)
 }
 
 // sleep waits d or until ctx ends.

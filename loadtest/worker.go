@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	sdk "github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/client/wire"
 )
 
@@ -330,21 +330,6 @@ func (w *worker) frozen(ctx context.Context) {
 	w.owned.Store(false)
 }
 
-// sdkBackoff is the wait of the SDK (client.Client.backoff, default
-// bounds) before retry n (1, 2, ...): doubling from 50 ms to 2 s, the upper
-// half jittered, never less than the gateway's Retry-After. Workers that
-// retry deferred acquires as SDK workers do spread their retries over
-// 1-2 s instead of coming back together every second.
-func sdkBackoff(n int, retryAfter time.Duration) time.Duration {
-	d := 50 * time.Millisecond
-	for i := 1; i < n && d < 2*time.Second; i++ {
-		d *= 2
-	}
-	d = min(d, 2*time.Second)
-	d = d/2 + rand.N(d/2+1)
-	return max(d, retryAfter)
-}
-
 // wait pauses for d or until ctx ends; the harness paces load, it does not
 // wait for events this way.
 func wait(ctx context.Context, d time.Duration) {
@@ -357,3 +342,10 @@ func wait(ctx context.Context, d time.Duration) {
 }
 
 func recordValue(size int) []byte { return bytes.Repeat([]byte("x"), size) }
+
+// sdkBackoff is the wait of an SDK worker with the default bounds before
+// retry n (1, 2, ...): workers that retry deferred acquires as SDK workers
+// do spread their retries instead of coming back together.
+func sdkBackoff(n int, retryAfter time.Duration) time.Duration {
+	return sdk.Backoff(n, sdk.DefaultMinBackoff, sdk.DefaultMaxBackoff, retryAfter)
+}
