@@ -121,17 +121,9 @@ func parsePartitions(spec string) ([]int32, error) {
 //
 // The pool holds one connection per partition transaction that may run at
 // once, plus one for readiness checks (pgxpool's default is 4 on a
-// two-core machine: the checks queued behind the transactions), unless the
-// URL sets pool_max_conns.
+// two-core machine: the checks queued behind the transactions).
 func openLedger(ctx context.Context, url string, migrate bool) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, err
-	}
-	if !strings.Contains(url, "pool_max_conns") {
-		cfg.MaxConns = materializer.DefaultParallel + 1
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openPool(ctx, url, materializer.DefaultParallel+1)
 	if err != nil {
 		return nil, err
 	}

@@ -198,16 +198,9 @@ func probeKafka(ctx context.Context, conn kafkaconn.Config, log *slog.Logger) er
 }
 
 func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {
-	pc, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !strings.Contains(url, "pool_max_conns") {
-		// pgxpool's default (4 on two cores) queues handovers behind each
-		// other until their budgets expire.
-		pc.MaxConns = 32
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	// pgxpool's default size (4 on two cores) queues handovers behind each
+	// other until their budgets expire.
+	pool, err := openPool(ctx, url, 32)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -268,4 +261,17 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, cfg gatewa
 	}
 	log.Info("stopped", "addr", ln.Addr().String())
 	return nil
+}
+
+// openPool connects a pool of at most size connections to url, unless the
+// URL sets pool_max_conns itself.
+func openPool(ctx context.Context, url string, size int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = size
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
