@@ -18,7 +18,7 @@ import (
 // replica still has a write for the broker to refuse depends on where the
 // pause caught it: in a loaded full suite, 16 s (three freezes) once ended
 // with every stale write caught by the session check, so the run is long
-// several (8 freezes, 13 broker fences in a run here).
+// enough for several (8 freezes, 13 broker fences in a run here).
 func TestFM25_ReplicaFrozenMidCommit(t *testing.T) {
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize = 8, 2, 50, 256
