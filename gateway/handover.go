@@ -164,7 +164,7 @@ func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Pl
 	}
 	s := &session{name: lease.Name, owner: lease.OwnerID, token: lease.Token, place: place,
 		prod: prod, deadline: start.Add(lease.TTL)}
-	err = g.stage(hctx, stageInit, func(ctx context.Context) error { return g.bump(ctx, s) })
+	err = g.bump(hctx, s)
 	if err == nil {
 		g.cfg.Hooks.call(HookInitialized, s.name, s.token)
 		err = g.stage(hctx, stageBarrier, func(ctx context.Context) error { return g.writeBarrier(ctx, s) })
@@ -190,21 +190,27 @@ func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Pl
 }
 
 // bump runs InitTransactions: the epoch bump that fences every earlier
-// producer of the transactional.id.
+// producer of the transactional.id. Its three broker calls are separate
+// stages, so a slow handover says which one was slow.
 func (g *Gateway) bump(ctx context.Context, s *session) error {
-	if err := s.prod.warm(ctx, s.place.Topic); err != nil {
-		return err
-	}
-	if err := s.prod.p.InitTransactions(ctx); err != nil {
-		return kafkaError("init transactions", err)
-	}
-	g.met.bumps.Add(ctx, 1)
-	pid, epoch, err := g.insp.producerIdentity(ctx, s.place.TransactionalID)
+	err := g.stage(ctx, stageConnect, func(ctx context.Context) error { return s.prod.warm(ctx, s.place.Topic) })
 	if err != nil {
 		return err
 	}
-	s.producerID, s.epoch = pid, epoch
-	return nil
+	err = g.stage(ctx, stageInit, func(ctx context.Context) error {
+		if err := s.prod.p.InitTransactions(ctx); err != nil {
+			return kafkaError("init transactions", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	g.met.bumps.Add(ctx, 1)
+	return g.stage(ctx, stageIdentify, func(ctx context.Context) (err error) {
+		s.producerID, s.epoch, err = g.insp.producerIdentity(ctx, s.place.TransactionalID)
+		return err
+	})
 }
 
 // writeBarrier commits the signed generation barrier in its own

@@ -11,7 +11,9 @@ import (
 // Handover stages, as metric and span names (docs/observability.md).
 const (
 	stagePGGrant  = "pg_grant"
+	stageConnect  = "connect"
 	stageInit     = "init_transactions"
+	stageIdentify = "identify"
 	stageBarrier  = "barrier"
 	stageActivate = "activate"
 	stageTotal    = "total"

@@ -204,7 +204,7 @@ func TestAcquireSpanHasStageChildren(t *testing.T) {
 			children[s.Name()] = true
 		}
 	}
-	for _, stage := range []string{"pg_grant", "init_transactions", "barrier", "activate"} {
+	for _, stage := range []string{"pg_grant", "connect", "init_transactions", "identify", "barrier", "activate"} {
 		if !children[stage] {
 			t.Errorf("acquire span lacks child %q (children: %v)", stage, children)
 		}

@@ -52,7 +52,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Warn("DEVELOPMENT BROKER: kfake from franz-go, in-process, NOT Apache Kafka; for development and tests only",
 		"addr", *kafkaListen)
 	// Migrate once before both components start.
-	pool, _, err := openStore(ctx, f.databaseURL, true, 0, 0)
+	pool, _, err := openStore(ctx, f.databaseURL, true, false, 0, 0)
 	if err != nil {
 		return err
 	}

@@ -114,11 +114,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	if err := probeKafka(ctx, conn, log); err != nil {
 		return err
 	}
-	pool, store, err := openStore(ctx, f.databaseURL, f.migrate, f.minTTL, f.maxTTL)
+	pool, store, err := openStore(ctx, f.databaseURL, f.migrate, true, f.minTTL, f.maxTTL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	warmStore(ctx, store, pool, log)
 	mp, metricsHandler, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Gateway, Instance: f.replica})
 	if err != nil {
 		return err
@@ -197,10 +198,19 @@ func probeKafka(ctx context.Context, conn kafkaconn.Config, log *slog.Logger) er
 	return nil
 }
 
-func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {
+// openStore opens the lease store's pool, migrates when asked and verifies
+// the token sequence. keepWarm (the gateway) keeps every connection of the
+// pool open (unless the URL sets pool_min_conns) with the worker-path
+// statements prepared on it: see warmStore.
+func openStore(ctx context.Context, url string, migrate, keepWarm bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {
 	// pgxpool's default size (4 on two cores) queues handovers behind each
 	// other until their budgets expire.
-	pool, err := openPool(ctx, url, 32)
+	pool, err := openPool(ctx, url, 32, func(c *pgxpool.Config) {
+		c.AfterConnect = leasestore.PrepareConn
+		if keepWarm && !strings.Contains(url, "pool_min_conns") {
+			c.MinConns = c.MaxConns
+		}
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -219,6 +229,20 @@ func openStore(ctx context.Context, url string, migrate bool, minTTL, maxTTL tim
 		return nil, nil, err
 	}
 	return pool, store, nil
+}
+
+// warmStore opens the pool's connections before the first request, each
+// with the worker-path statements prepared (those opened before the
+// migrations ran have none). Without it, the first renewal wave after a
+// cold start (every lease renews at once) opened connections and planned
+// statements under load: 0.3-1.5 s per renewal (BENCHMARKS.md). A failure
+// only costs that latency, so it is logged and the gateway starts.
+func warmStore(ctx context.Context, store *leasestore.Store, pool *pgxpool.Pool, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := store.Warm(ctx, int(pool.Config().MaxConns)); err != nil {
+		log.Warn("lease store pool not warmed; the first requests open their connections", "err", err)
+	}
 }
 
 // listenAndServe serves h until ctx ends (SIGTERM), then runs drain (when
@@ -265,13 +289,16 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, cfg gatewa
 
 // openPool connects a pool of at most size connections to url, unless the
 // URL sets pool_max_conns itself.
-func openPool(ctx context.Context, url string, size int32) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, url string, size int32, tune ...func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = size
+	}
+	for _, t := range tune {
+		t(cfg)
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }

@@ -1,0 +1,4 @@
+package leasestore
+
+// WorkerPath exposes the statements PrepareConn prepares to the tests.
+var WorkerPath = workerPath

@@ -1,0 +1,56 @@
+package leasestore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// workerPath are the statements a worker's requests run. A new Postgres
+// backend plans each on its first use, and under load that first use
+// took 0.2-0.4 s: after a cold start every lease renews at once, on
+// connections that have not renewed yet (BENCHMARKS.md).
+var workerPath = []string{qAcquire, qRegenerate, qActivate, qRenew, qRelease, qAbandon, qHeartbeat}
+
+// PrepareConn prepares the worker-path statements on a new connection
+// (pgxpool's AfterConnect). Before the migrations have run there is
+// nothing to prepare: the statements are then prepared on first use.
+func PrepareConn(ctx context.Context, conn *pgx.Conn) error {
+	for _, q := range workerPath {
+		if _, err := conn.Prepare(ctx, q, q); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Warm opens n connections of the pool at once and prepares the
+// worker-path statements on each, so that the first requests after a
+// start find them ready. Connections that already have them prepare
+// nothing.
+func (s *Store) Warm(ctx context.Context, n int) error {
+	held := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range n {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		held = append(held, c)
+		if err := PrepareConn(ctx, c.Conn()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
