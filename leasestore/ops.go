@@ -88,6 +88,7 @@ func (s *Store) Abandon(ctx context.Context, name string, token int64) error {
 // Heartbeat records that replica is alive and reachable at url.
 func (s *Store) Heartbeat(ctx context.Context, replica, url string) error {
 	if _, err := s.pool.Exec(ctx, qHeartbeat, replica, url); err != nil {
+		s.replaceIfStale(err)
 		return unavailable("heartbeat", err)
 	}
 	return nil
@@ -173,6 +174,7 @@ func (s *Store) writeOne(ctx context.Context, op, q string, args ...any) (Lease,
 	if err == nil || errors.Is(err, pgx.ErrNoRows) {
 		return l, err
 	}
+	s.replaceIfStale(err)
 	return Lease{}, unavailable(op, err)
 }
 

@@ -54,3 +54,18 @@ func (s *Store) Warm(ctx context.Context, n int) error {
 	}
 	return nil
 }
+
+// replaceIfStale replaces the pool's connections when err says a prepared
+// statement's plan no longer fits the schema ("cached plan must not change
+// result type", 0A000: a migration changed a column a statement returns,
+// as in a rolling upgrade). pgx prepares its own cached statements again
+// after such an error, but not those PrepareConn made: without this, every
+// use of the statement on that connection would fail until the connection
+// expired. The request that met it has already failed (503, retried by the
+// worker); connections in use close when they are released.
+func (s *Store) replaceIfStale(err error) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "0A000" {
+		s.pool.Reset()
+	}
+}

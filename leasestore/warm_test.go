@@ -140,3 +140,50 @@ func TestStoreOnPreparedConnections(t *testing.T) {
 		t.Errorf("%d statements prepared on the pool's connection, want at least %d", len(got), len(leasestore.WorkerPath))
 	}
 }
+
+// TestPreparedStatementsSurviveAMigration: a migration that changes a
+// column the worker path returns (a rolling upgrade) fails the requests
+// that meet the old plan on the connections they had, and the connections
+// are replaced, so the requests after those succeed.
+func TestPreparedStatementsSurviveAMigration(t *testing.T) {
+	db := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2
+	cfg.MaxConns, cfg.MinConns, cfg.AfterConnect = n, n, leasestore.PrepareConn
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := leasestore.New(pool, leasestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Warm(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	b := &testBundle{db: db, store: store, ctx: ctx}
+	l := acquireActive(t, b, "shard:1", "w1", time.Minute)
+	if _, err := db.Pool.Exec(ctx, `ALTER TABLE leases ALTER COLUMN holder TYPE varchar(300)`); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for range 2 * n {
+		if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute); err != nil {
+			failed++
+		}
+	}
+	if failed > n {
+		t.Fatalf("%d of %d renewals failed after the migration; at most one per connection (%d) may", failed, 2*n, n)
+	}
+	for i := range 3 {
+		if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute); err != nil {
+			t.Fatalf("renewal %d after the pool was replaced: %v", i, err)
+		}
+	}
+}
