@@ -36,29 +36,40 @@ func mustCollect(t *testing.T, rows pgx.Rows) []string {
 	return out
 }
 
+// poolStore opens a pool of at most n connections on a migrated test
+// database (tune adjusts its configuration) and a Store on it.
+func poolStore(t *testing.T, ctx context.Context, n int32, tune func(*pgxpool.Config)) (*pgtest.DB, *pgxpool.Pool, *leasestore.Store) {
+	t.Helper()
+	db := pgtest.New(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = n
+	if tune != nil {
+		tune(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store, err := leasestore.New(pool, leasestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, pool, store
+}
+
 // TestWarmPreparesEveryConnection: after Warm(n) the pool holds n open
 // connections and every one has every worker-path statement prepared, so
 // the first renewal wave after a start neither opens a connection nor
 // plans a statement.
 func TestWarmPreparesEveryConnection(t *testing.T) {
-	db := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 3
-	cfg.MaxConns = n
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := leasestore.New(pool, leasestore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pool, store := poolStore(t, ctx, n, nil)
 	if err := store.Warm(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -106,23 +117,9 @@ func TestPrepareConnBeforeMigration(t *testing.T) {
 // TestStoreOnPreparedConnections: a lease's whole life through a pool
 // whose connections prepared the worker path when they opened.
 func TestStoreOnPreparedConnections(t *testing.T) {
-	db := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns, cfg.AfterConnect = 1, leasestore.PrepareConn
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := leasestore.New(pool, leasestore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, pool, store := poolStore(t, ctx, 1, func(c *pgxpool.Config) { c.AfterConnect = leasestore.PrepareConn })
 	b := &testBundle{db: db, store: store, ctx: ctx}
 	l := acquireActive(t, b, "shard:1", "w1", time.Minute)
 	if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute); err != nil {
@@ -146,24 +143,10 @@ func TestStoreOnPreparedConnections(t *testing.T) {
 // that meet the old plan on the connections they had, and the connections
 // are replaced, so the requests after those succeed.
 func TestPreparedStatementsSurviveAMigration(t *testing.T) {
-	db := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 2
-	cfg.MaxConns, cfg.MinConns, cfg.AfterConnect = n, n, leasestore.PrepareConn
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := leasestore.New(pool, leasestore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, _, store := poolStore(t, ctx, n, func(c *pgxpool.Config) { c.MinConns, c.AfterConnect = n, leasestore.PrepareConn })
 	if err := store.Warm(ctx, n); err != nil {
 		t.Fatal(err)
 	}
