@@ -28,7 +28,12 @@ import (
 // returns the listen address.
 func startServe(t *testing.T, http gateway.ServerConfig) string {
 	t.Helper()
-	db := pgtest.NewEmpty(t)
+	return startServeOn(t, pgtest.NewEmpty(t), http)
+}
+
+// startServeOn is startServe on the database db (serve migrates it).
+func startServeOn(t *testing.T, db *pgtest.DB, http gateway.ServerConfig) string {
+	t.Helper()
 	k := kafkatest.Start(t, "shard-output", 16)
 	cfg := filepath.Join(t.TempDir(), "fencegate.yaml")
 	yaml := fmt.Sprintf("transactional_id_prefix: t\nroutes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 16}\n"+
