@@ -12,6 +12,8 @@
 # Flags after OUTDIR are added to the harness's (e.g. --rate 2.0). Needs
 # `make build` (or FG=path/to/fencegate) and deploy/dev/pg.sh start.
 set -euo pipefail
+# shellcheck source=deploy/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 out=${1:?usage: tails.sh OUTDIR [loadtest flags]}
 shift
 fg=$(readlink -f "${FG:-bin/fencegate}")
@@ -25,24 +27,7 @@ cd "$out"
   --rate 3.4 --json r.json "$@" >out.txt 2>&1 &
 lt=$!
 
-metrics_port() {
-  local pid port
-  pid=$(pgrep -f "$fg serve" | head -1) || return 1
-  for port in $(ss -ltnp | grep "pid=$pid," | awk '{print $4}' | sed 's/.*://'); do
-    if curl -s -m 2 "http://127.0.0.1:$port/metrics" | grep -q '^fencegate_'; then
-      echo "$port"
-      return 0
-    fi
-  done
-  return 1
-}
-
-port=""
-for _ in $(seq 1 600); do
-  port=$(metrics_port) && break
-  kill -0 "$lt" 2>/dev/null || { cat out.txt >&2; exit 1; }
-  sleep 0.1
-done
+port=$(wait_gateway_metrics "$fg" "$lt")
 sleep 15
 curl -s "http://127.0.0.1:$port/metrics" >m1.txt
 head -1 /proc/stat >s1.txt
