@@ -370,11 +370,29 @@ func (g *Gateway) heartbeat() {
 	}
 }
 
+// sessionFor returns the session of name that a request of token is
+// judged by, or nil when there is none here or it is older than token: a
+// later generation lives on another replica or on none, which is a routing
+// answer (notHolder), never lease_lost. The replica may keep an older
+// session of the lease (the owner moved it with its token; a fenced
+// tombstone) until that session's deadline.
+func (g *Gateway) sessionFor(name string, token int64) *session {
+	s := g.session(name)
+	if s == nil || s.token < token {
+		return nil
+	}
+	return s
+}
+
+// holderLookup bounds the registry lookup of a request whose session is
+// not here.
+const holderLookup = time.Second
+
 // notHolder answers a request for a lease with no session here: 421 with
 // the holder's address when another live replica holds it, else 409
-// not_holder (ask for a new generation here). It reads Postgres for
-// routing only, bounded by a second, and fails closed to not_holder; a
-// session's own produce path never gets here.
+// not_holder (ask for a new generation here), or 503 when the lookup fails
+// (heldElsewhere). It reads Postgres for routing only; a session's own
+// produce path never gets here.
 func (g *Gateway) notHolder(ctx context.Context, name string) *Error {
 	if e := g.heldElsewhere(ctx, name); e != nil {
 		return e
@@ -383,21 +401,36 @@ func (g *Gateway) notHolder(ctx context.Context, name string) *Error {
 }
 
 // heldElsewhere answers 421 misdirected with the holder's address when
-// another live replica holds the lease's session, else nil (no holder
-// elsewhere, or it could not be found out within a second).
+// another live replica holds the lease's session, and nil only when it
+// found that none does. A lookup that fails or takes longer than
+// holderLookup proves nothing: 503, retry (FM36). Answering not_holder
+// then would move the lease for nothing, and a release would end the row
+// under a holder still committing.
 func (g *Gateway) heldElsewhere(ctx context.Context, name string) *Error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, holderLookup)
 	defer cancel()
 	l, err := g.store.Get(ctx, name)
-	if err != nil || !l.Live() || l.Holder == g.cfg.Replica {
+	switch {
+	case errors.Is(err, leasestore.ErrNotFound), errors.Is(err, leasestore.ErrInvalid):
+		return nil
+	case err != nil:
+		return lookupFailed(name, err)
+	case !l.Live() || l.Holder == g.cfg.Replica:
 		return nil
 	}
 	url, alive, err := g.store.Replica(ctx, l.Holder, 3*g.cfg.HeartbeatEvery)
-	if err != nil || !alive {
+	switch {
+	case err != nil:
+		return lookupFailed(name, err)
+	case !alive:
 		return nil
 	}
 	return &Error{Code: CodeMisdirected, Detail: fmt.Sprintf("lease %q is held on replica %q; send the request there", name, l.Holder),
 		Extra: map[string]any{"holder": l.Holder, "holder_url": url}}
+}
+
+func lookupFailed(name string, err error) *Error {
+	return errorf(CodeStoreUnavailable, "the replica holding %q could not be looked up (%v); nothing was done, retry", name, err)
 }
 
 // reap ends sessions whose local deadline passed and closes their

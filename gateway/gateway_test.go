@@ -98,12 +98,14 @@ func itoa(n int64) string { return strconvItoa(n) }
 // TestRegistryMisdirectsToHolder: a replica without the lease's session
 // answers 421 with the holder's address while the holder heartbeats; once
 // the holder is gone it answers not_holder and the owner moves the lease
-// here with its current token (one handover, no TTL wait).
+// here with its current token (one handover, no TTL wait). Heartbeats
+// every 2 s: at 200 ms a loaded machine delayed one past the 600 ms
+// freshness window and the live holder looked gone (not_holder).
 func TestRegistryMisdirectsToHolder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.newReplica(nil)
-	other := b.newReplica(nil)
+	a := b.newReplica(slowBeat)
+	other := b.newReplica(slowBeat)
 	token := a.mustAcquire(t, "shard:30", "w1", 30*time.Second)
 	rep := other.produce(t, "shard:30", "w1", token, "b1", 1)
 	if rep.status != http.StatusMisdirectedRequest || rep.code() != "misdirected" || rep.body["holder_url"] != a.srv.URL {
@@ -115,7 +117,7 @@ func TestRegistryMisdirectsToHolder(t *testing.T) {
 	}
 	a.srv.Close()
 	a.g.Close() // the holder dies: no more heartbeats
-	eventually(t, 10*time.Second, func() (bool, string) {
+	eventually(t, 20*time.Second, func() (bool, string) {
 		rep = other.produce(t, "shard:30", "w1", token, "b1", 1)
 		return rep.code() == "not_holder", fmt.Sprintf("%d %s", rep.status, rep.raw)
 	})

@@ -54,44 +54,33 @@ func (g *Gateway) Produce(ctx context.Context, req ProduceRequest) (ProduceResul
 }
 
 func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResult, error) {
-	s := g.session(req.Name)
+	s := g.sessionFor(req.Name, req.Token)
 	if s == nil {
 		return ProduceResult{}, g.refused(req, 0, 0, g.notHolder(ctx, req.Name))
-	}
-	if g.draining.Load() {
-		return ProduceResult{}, drainedError(req.Name)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrEpoch.Int64(int64(s.epoch)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admit(req.Owner, req.Token, g.cfg.Now()); err != nil {
+	remembered, err := s.take(req, g.cfg.Now())
+	switch {
+	case remembered != nil:
+		return *remembered, nil
+	case err != nil:
 		return ProduceResult{}, g.refused(req, s.token, s.epoch, err)
-	}
-	if res, ok := s.committed.recall(req.BatchID); ok {
-		return retried(res, req)
+	case g.draining.Load():
+		return ProduceResult{}, drainedError(req.Name)
 	}
 	if err := g.unparked(s); err != nil {
 		return ProduceResult{}, err
 	}
 	g.cfg.Hooks.call(HookAdmitted, s.name, s.token)
-	offsets, err := g.transact(ctx, s, req)
-	if err != nil {
-		return ProduceResult{}, err
+	offsets, terr := g.transact(ctx, s, req)
+	if terr != nil {
+		return ProduceResult{}, terr
 	}
 	res := ProduceResult{Name: s.name, Token: s.token, Topic: s.place.Topic,
 		Partition: s.place.Partition, Offsets: offsets, ProducerEpoch: s.epoch}
 	s.committed.remember(req.BatchID, res)
-	return res, nil
-}
-
-// retried answers a batch id this generation already committed with the
-// original offsets, writing nothing. A request that reuses the id for a
-// batch of another size is a worker bug, refused rather than guessed at.
-func retried(res ProduceResult, req ProduceRequest) (ProduceResult, error) {
-	if len(res.Offsets) != len(req.Records) {
-		return ProduceResult{}, errorf(CodeInvalidRequest, "batch_id %q was committed in this generation with %d records; this request has %d",
-			req.BatchID, len(res.Offsets), len(req.Records))
-	}
 	return res, nil
 }
 
@@ -322,30 +311,43 @@ func (g *Gateway) Renew(ctx context.Context, name, owner string, token int64, tt
 }
 
 func (g *Gateway) renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (RenewResult, error) {
-	start := g.cfg.Now()
-	s := g.session(name)
+	s := g.sessionFor(name, token)
 	if s == nil {
 		return RenewResult{}, g.notHolder(ctx, name)
 	}
 	if g.draining.Load() {
 		return RenewResult{}, drainedError(name)
 	}
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
+	start := g.cfg.Now()
 	if err := s.admit(owner, token, start); err != nil {
 		return RenewResult{}, err
 	}
 	l, err := g.store.Renew(ctx, name, owner, token, ttl)
 	if err != nil {
-		if e := toError(err); e.Code == CodeLeaseLost {
-			g.mu.Lock()
-			g.endLocked(s, e)
-			g.mu.Unlock()
-		}
+		g.renewFailed(s, toError(err), start.Add(ttl))
 		return RenewResult{}, err
 	}
 	if !s.extend(start.Add(ttl)) {
 		return RenewResult{}, s.endedReason()
 	}
 	return RenewResult{Name: name, Token: token, ExpiresAt: l.ExpiresAt}, nil
+}
+
+// renewFailed ends the session of a renewal Postgres refused as lost. A
+// renewal whose outcome is unknown (Postgres unreachable, the answer lost)
+// may have moved the database's expiry to deadline: the local deadline
+// moves there if that is earlier, so it never outlives the database's.
+func (g *Gateway) renewFailed(s *session, e *Error, deadline time.Time) {
+	switch e.Code {
+	case CodeLeaseLost:
+		g.mu.Lock()
+		g.endLocked(s, e)
+		g.mu.Unlock()
+	case CodeStoreUnavailable, CodeInternal:
+		s.shorten(deadline)
+	}
 }
 
 // RenewResult is the reply to a renewal.
@@ -361,13 +363,14 @@ type RenewResult struct {
 // row released in Postgres, so a released lease is never left with a
 // session writing under it. A replica without the session answers 421
 // with the holder's address while another live replica holds the lease,
-// and never touches Postgres then; with no live holder elsewhere (this
-// replica restarted, or the holder is gone) it releases the row, and the
-// owner+token predicate decides.
+// and never touches Postgres then; it releases the row only once it has
+// found that no live replica other than itself holds it (this replica
+// restarted, or the holder is gone), and the owner+token predicate
+// decides. A lookup that fails or is slow answers 503 and does nothing.
 func (g *Gateway) Release(ctx context.Context, name, owner string, token int64) error {
 	ctx, span := g.tracer.Start(ctx, "fencegate.release", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
 	defer span.End()
-	if s := g.session(name); s != nil && s.token == token && s.owner == owner {
+	if s := g.sessionFor(name, token); s != nil && s.generation(owner, token) == nil {
 		if err := g.endForRelease(ctx, s); err != nil {
 			return spanError(span, err)
 		}

@@ -33,6 +33,10 @@ type session struct {
 	// live: it renews, and its next batch is refused not_holder.
 	parked atomic.Bool
 
+	// renewMu serialises the session's renewals: each sets the local
+	// deadline from its own request start (extend).
+	renewMu sync.Mutex
+
 	state    sync.Mutex
 	deadline time.Time // monotonic: request start + TTL
 	ended    *Error    // why the session ended; nil while live
@@ -42,14 +46,32 @@ type session struct {
 // same token, not ended and inside the local deadline. It never consults
 // Postgres (docs/design.md, "Produce"): produce must survive a lock-service blip,
 // and safety comes from the broker's epoch fence, not from this check.
+// A request of a later token than the session's never gets here
+// (Gateway.sessionFor): that is a routing answer, not a lost lease.
 func (s *session) admit(owner string, token int64, now time.Time) *Error {
-	s.state.Lock()
-	defer s.state.Unlock()
+	if e := s.generation(owner, token); e != nil {
+		return e
+	}
+	return s.live(now)
+}
+
+// generation refuses a request of another generation than the session's.
+// Owner and token never change in a session's life, so it takes no lock.
+func (s *session) generation(owner string, token int64) *Error {
 	switch {
 	case token != s.token:
 		return errorf(CodeLeaseLost, "token %d is not the current generation of %q on this replica (current %d)", token, s.name, s.token)
 	case owner != s.owner:
 		return errorf(CodeLeaseLost, "owner %q does not hold %q", owner, s.name)
+	}
+	return nil
+}
+
+// live refuses once the session ended or its local deadline passed.
+func (s *session) live(now time.Time) *Error {
+	s.state.Lock()
+	defer s.state.Unlock()
+	switch {
 	case s.ended != nil:
 		return s.ended
 	case !now.Before(s.deadline):
@@ -59,6 +81,29 @@ func (s *session) admit(owner string, token int64, now time.Time) *Error {
 		return s.ended
 	}
 	return nil
+}
+
+// take decides what a batch may do with the session, in the one order
+// that keeps every answer true (s.mu is held): a request of another
+// generation is refused; a batch id this generation committed is
+// remembered, and answered with its original offsets even after the
+// session ended (a definite refusal would tell the worker "not written"
+// of a batch that landed); anything else must find the session live.
+// It returns the remembered result, or nil and why the batch may not be
+// written (nil: admitted).
+func (s *session) take(req ProduceRequest, now time.Time) (*ProduceResult, *Error) {
+	if e := s.generation(req.Owner, req.Token); e != nil {
+		return nil, e
+	}
+	if res, ok := s.committed.recall(req.BatchID); ok {
+		if len(res.Offsets) != len(req.Records) {
+			// A worker bug, refused rather than guessed at.
+			return nil, errorf(CodeInvalidRequest, "batch_id %q was committed in this generation with %d records; this request has %d",
+				req.BatchID, len(res.Offsets), len(req.Records))
+		}
+		return &res, nil
+	}
+	return nil, s.live(now)
 }
 
 // expiredError is the answer once the local deadline passed: reason
@@ -89,18 +134,30 @@ func (s *session) endedReason() *Error {
 	return s.ended
 }
 
-// extend moves the local deadline after Postgres confirmed a renewal. It
-// never revives an ended session.
+// extend sets the local deadline after Postgres confirmed a renewal whose
+// request started ttl before deadline: later or earlier than before, since
+// a renewal with a shorter TTL moved the database's expiry earlier too
+// (I5). Renewals of a session are serialised (renewMu), so the last one
+// Postgres applied is the last one set. It never revives an ended session.
 func (s *session) extend(deadline time.Time) bool {
 	s.state.Lock()
 	defer s.state.Unlock()
 	if s.ended != nil {
 		return false
 	}
-	if deadline.After(s.deadline) {
+	s.deadline = deadline
+	return true
+}
+
+// shorten moves the local deadline to deadline if that is earlier: a
+// renewal whose outcome is unknown may have set the database's expiry
+// there.
+func (s *session) shorten(deadline time.Time) {
+	s.state.Lock()
+	defer s.state.Unlock()
+	if deadline.Before(s.deadline) {
 		s.deadline = deadline
 	}
-	return true
 }
 
 // remaining is the time left before the local deadline (never negative).

@@ -150,7 +150,6 @@ func TestFM27_ReleaseAtNonHolderMisdirected(t *testing.T) {
 	// Heartbeats every 2 s (fresh for 6 s): a heartbeat delayed by a loaded
 	// machine must not make the live holder look gone, which would
 	// rightly let the other replica release the row.
-	slowBeat := func(c *gateway.Config) { c.HeartbeatEvery = 2 * time.Second }
 	holder := b.newReplica(slowBeat)
 	other := b.newReplica(slowBeat)
 	token := holder.mustAcquire(t, "shard:27", "w1", 30*time.Second)
