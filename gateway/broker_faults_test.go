@@ -433,3 +433,55 @@ func TestFM28_EpochBumpingErrorsEndGeneration(t *testing.T) {
 		})
 	}
 }
+
+// failNextAddPartitions answers the next AddPartitionsToTxn request with
+// code for every partition it names.
+func (b *testBundle) failNextAddPartitions(code int16) *atomic.Int64 {
+	var hits atomic.Int64
+	b.kafka.Fake(b.t).ControlKey(kmsg.AddPartitionsToTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		hits.Add(1)
+		r := req.(*kmsg.AddPartitionsToTxnRequest)
+		resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewAddPartitionsToTxnResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				sp.Partition = p
+				sp.ErrorCode = code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &hits
+}
+
+// TestFM37_FatalErrorIsNotAFence: a fatal producer error that is not a
+// fence (the broker refuses the transactional id's authorisation) ends the
+// generation as generation_ended with its cause, never fenced: fenced tells
+// the worker that a later generation exists, and it would stop working on
+// a lease that is still its own. The worker's new generation commits.
+func TestFM37_FatalErrorIsNotAFence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	lease := "shard:37"
+	token := r.mustAcquire(t, lease, "w1", 30*time.Second)
+	log := &ackLog{}
+	b.mustProduce(t, r, log, lease, "w1", token, "before", 1)
+	hits := b.failNextAddPartitions(kerr.TransactionalIDAuthorizationFailed.Code)
+	rep := r.produce(t, lease, "w1", token, "refused", 2)
+	if hits.Load() != 1 {
+		t.Fatalf("injected failure hit %d times, want 1", hits.Load())
+	}
+	if rep.code() != "generation_ended" || rep.body["cause"] != "fatal" {
+		t.Fatalf("produce after a fatal authorisation error: %d %s, want generation_ended with cause fatal", rep.status, rep.raw)
+	}
+	if rep := r.produce(t, lease, "w1", token, "next", 1); rep.code() != "generation_ended" {
+		t.Fatalf("the ended generation's next batch: %d %s", rep.status, rep.raw)
+	}
+	retryUntilCommitted(t, b, r, log, lease, "w1", token, "refused", 2)
+	b.checkInvariants(t, lease, log)
+}

@@ -259,7 +259,8 @@ func (p *producer) close() {
 type outcome int
 
 const (
-	outcomeFenced    outcome = iota // fenced or fatal: the session is dead for good
+	outcomeFenced    outcome = iota // fenced: a later generation exists; the session is dead for good
+	outcomeFatal                    // fatal but no fence: the session is dead for good, the lease may still be the worker's
 	outcomeAbortable                // abort the transaction; the batch failed
 	outcomeRetriable                // the library says retry the same call
 	outcomeUnknown                  // timeout or unknown: the outcome is ambiguous
@@ -276,11 +277,15 @@ func classify(err error) outcome {
 		return outcomeUnknown // a deadline or cancellation: we cannot know what happened
 	}
 	switch {
-	// Every fatal error ends the producer for good; fenced is the one
-	// expected here, and the reply says so (the detail carries the rest).
-	case kerr.IsFatal(), kerr.Code() == kafka.ErrFenced, kerr.Code() == kafka.ErrProducerFenced,
+	// Only a fence says that a later generation exists (FM37): an
+	// authorisation failure or a fatal idempotence error is fatal too,
+	// and ends the producer for good, but the lease may still be the
+	// worker's.
+	case kerr.Code() == kafka.ErrFenced, kerr.Code() == kafka.ErrProducerFenced,
 		kerr.Code() == kafka.ErrInvalidProducerEpoch:
 		return outcomeFenced
+	case kerr.IsFatal():
+		return outcomeFatal
 	case epochBumping[kerr.Code()]:
 		return outcomeEpochBump
 	case kerr.TxnRequiresAbort():

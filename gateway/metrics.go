@@ -73,6 +73,7 @@ type metrics struct {
 	handover  metric.Float64Histogram
 	bumps     metric.Int64Counter
 	fenced    metric.Int64Counter
+	fatal     metric.Int64Counter
 	batches   metric.Int64Counter
 	records   metric.Int64Counter
 	commit    metric.Float64Histogram
@@ -109,6 +110,11 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 	try(func() (e error) {
 		x.fenced, e = m.Int64Counter("fencegate.producers.fenced", metric.WithUnit("{producer}"),
 			metric.WithDescription("Producers whose generation was fenced by a later epoch."))
+		return
+	})
+	try(func() (e error) {
+		x.fatal, e = m.Int64Counter("fencegate.producers.fatal", metric.WithUnit("{producer}"),
+			metric.WithDescription("Producers ended by a fatal error that is not a fence (authorisation, idempotence): the generation ended, the lease may still be the worker's."))
 		return
 	})
 	try(func() (e error) {
@@ -173,6 +179,7 @@ func (x *metrics) zero() {
 	}
 	x.bumps.Add(ctx, 0)
 	x.fenced.Add(ctx, 0)
+	x.fatal.Add(ctx, 0)
 	x.parks.Add(ctx, 0)
 	x.resumes.Add(ctx, 0)
 }

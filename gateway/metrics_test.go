@@ -257,6 +257,7 @@ func TestMetricsPresentAtStart(t *testing.T) {
 	zero := []series{
 		{"fencegate_epoch_bumps_total", nil},
 		{"fencegate_producers_fenced_total", nil},
+		{"fencegate_producers_fatal_total", nil},
 	}
 	for _, o := range []string{"committed", "stale_token", "fenced", "expired", "misrouted", "aborted", "invalid"} {
 		zero = append(zero, series{"fencegate_batches_total", map[string]string{"outcome": o}},

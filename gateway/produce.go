@@ -212,7 +212,8 @@ func (g *Gateway) commit(ctx context.Context, s *session) error {
 // generation.
 func (g *Gateway) abortBatch(s *session, req ProduceRequest, step string, cause error) error {
 	switch classify(cause) {
-	case outcomeFenced:
+	case outcomeFenced, outcomeFatal:
+		// A fatal instance never asks to commit: nothing of the batch will be.
 		return g.fail(s, step, cause, fateDead)
 	case outcomeEpochBump:
 		// Aborting would let librdkafka bump the epoch of this instance
@@ -237,9 +238,11 @@ func (g *Gateway) abortBatch(s *session, req ProduceRequest, step string, cause 
 // abortFate is the fate of a transaction whose abort failed with err
 // before any commit was requested. A fence proves the epoch moved on, and
 // the bump that moved it aborted the open transaction: nothing can commit
-// it. Any other failure (a timeout above all) leaves the outcome unknown.
+// it. A fatal instance sends nothing more, so it never asks to commit
+// either. Any other failure (a timeout above all) leaves the outcome
+// unknown.
 func abortFate(err error) fate {
-	if classify(err) == outcomeFenced {
+	if o := classify(err); o == outcomeFenced || o == outcomeFatal {
 		return fateDead
 	}
 	return fateUnknown
@@ -264,20 +267,37 @@ func (g *Gateway) sameEpoch(ctx context.Context, s *session) error {
 // is never re-created for this token (FM07). The answer is this batch's,
 // settled by its fate, not the reason that ended the session first.
 func (g *Gateway) fail(s *session, step string, err error, f fate) *Error {
-	var reason *Error
-	if classify(err) == outcomeFenced {
-		g.met.fenced.Add(context.Background(), 1)
-		reason = errorf(CodeFenced, "%s: the producer of token %d was fenced by a later generation of %q: %v", step, s.token, s.name, err)
-		g.log.Warn("producer fenced", "fencegate.lease", s.name, "fencegate.token", s.token,
-			"messaging.kafka.producer.epoch", s.epoch, "error", err)
-	} else {
-		reason = errorf(CodeGenerationEnded, "%s: %v; ask for a new generation with token %d and retry the same batch_id", step, err, s.token)
-		g.log.Warn("generation ended", "fencegate.lease", s.name, "fencegate.token", s.token, "step", step, "error", err)
-	}
+	reason := g.endReason(s, step, err)
 	s.end(reason)
 	s.closeProducer()
 	return settle(reason, f)
 }
+
+// endReason is why a producer error ends the session, logged and counted:
+// fenced only for a fence (a later generation exists); a fatal error of
+// another cause ends the generation with cause "fatal" (FM37).
+func (g *Gateway) endReason(s *session, step string, err error) *Error {
+	switch classify(err) {
+	case outcomeFenced:
+		g.met.fenced.Add(context.Background(), 1)
+		g.log.Warn("producer fenced", "fencegate.lease", s.name, "fencegate.token", s.token,
+			"messaging.kafka.producer.epoch", s.epoch, "error", err)
+		return errorf(CodeFenced, "%s: the producer of token %d was fenced by a later generation of %q: %v", step, s.token, s.name, err)
+	case outcomeFatal:
+		g.met.fatal.Add(context.Background(), 1)
+		g.log.Error("producer failed fatally", "fencegate.lease", s.name, "fencegate.token", s.token,
+			"messaging.kafka.producer.epoch", s.epoch, "step", step, "error", err)
+		e := errorf(CodeGenerationEnded, "%s: fatal producer error, not a fence: %v; ask for a new generation with token %d and retry the same batch_id", step, err, s.token)
+		e.Extra = map[string]any{"cause": causeFatal}
+		return e
+	}
+	g.log.Warn("generation ended", "fencegate.lease", s.name, "fencegate.token", s.token, "step", step, "error", err)
+	return errorf(CodeGenerationEnded, "%s: %v; ask for a new generation with token %d and retry the same batch_id", step, err, s.token)
+}
+
+// causeFatal is the cause member of a generation ended by a fatal
+// producer error that is not a fence.
+const causeFatal = "fatal"
 
 // stampAll builds the batch's records with the fencegate headers: the
 // headers of all records in one allocation, the shared values encoded once.
