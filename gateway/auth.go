@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/fencegate/fencegate/txnmap"
@@ -23,7 +24,13 @@ type Client struct {
 	// client.
 	CertificateCN string   `yaml:"certificate_cn"`
 	Allow         []string `yaml:"allow"`
-	hash          []byte
+	// ActFor names the other clients whose leases this client may renew,
+	// release, move and write, and whose tokens it may read ("*": every
+	// client; an operator's). A lease's owner id is bound to the client
+	// that acquired it; without ActFor no other client may act as that
+	// owner, whatever its Allow patterns (FM38).
+	ActFor []string `yaml:"act_for"`
+	hash   []byte
 }
 
 // Authenticator checks bearer tokens against configured clients.
@@ -54,7 +61,27 @@ func NewAuthenticator(clients []Client) (*Authenticator, error) {
 		}
 		out[i] = c
 	}
+	if err := checkActFor(out); err != nil {
+		return nil, err
+	}
 	return &Authenticator{clients: out}, nil
+}
+
+// checkActFor refuses an act_for entry that names no client: a typo must
+// not pass silently as a grant to nobody.
+func checkActFor(clients []Client) error {
+	names := map[string]bool{}
+	for _, c := range clients {
+		names[c.Name] = true
+	}
+	for _, c := range clients {
+		for _, n := range c.ActFor {
+			if n != "*" && !names[n] {
+				return fmt.Errorf("client %q: act_for names %q, which is no client (\"*\" means every client)", c.Name, n)
+			}
+		}
+	}
+	return nil
 }
 
 // HashToken returns the hex SHA-256 of a bearer token, as stored in config.
@@ -109,4 +136,34 @@ func (c *Client) authorize(name string) *Error {
 		}
 	}
 	return errorf(CodeForbidden, "client %q may not use lease %q", c.Name, name)
+}
+
+// actsFor says whether c may act as the owner of a generation granted to
+// client: c itself, a client its ActFor names, or a generation granted
+// before grants recorded their client (""). A nil c acts for no one bound.
+func (c *Client) actsFor(client string) bool {
+	if client == "" {
+		return true
+	}
+	if c == nil {
+		return false
+	}
+	return client == c.Name || slices.Contains(c.ActFor, client) || slices.Contains(c.ActFor, "*")
+}
+
+// mayActFor refuses c acting as the owner of a generation granted to
+// client (403 forbidden, FM38).
+func (c *Client) mayActFor(client, lease string) *Error {
+	if c.actsFor(client) {
+		return nil
+	}
+	return errorf(CodeForbidden, "lease %q was acquired by another client; this client may not act as its owner (act_for)", lease)
+}
+
+// name is the client's name, "" for none (a caller inside the process).
+func (c *Client) name() string {
+	if c == nil {
+		return ""
+	}
+	return c.Name
 }

@@ -21,8 +21,8 @@ import (
 
 // LeaseStore is what the gateway needs of the lease store.
 type LeaseStore interface {
-	Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder string) (leasestore.Lease, error)
-	Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder string) (leasestore.Lease, error)
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client string) (leasestore.Lease, error)
+	Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client string) (leasestore.Lease, error)
 	Activate(ctx context.Context, name string, token, producerID int64, epoch int16) (leasestore.Lease, error)
 	Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (leasestore.Lease, error)
 	Release(ctx context.Context, name, owner string, token int64) (leasestore.Lease, error)
@@ -420,6 +420,8 @@ func (g *Gateway) heldElsewhere(ctx context.Context, name string) *Error {
 	}
 	url, alive, err := g.store.Replica(ctx, l.Holder, 3*g.cfg.HeartbeatEvery)
 	switch {
+	case errors.Is(err, leasestore.ErrNotFound):
+		return nil // the holder deregistered (drained) or never advertised
 	case err != nil:
 		return lookupFailed(name, err)
 	case !alive:

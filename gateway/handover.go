@@ -20,6 +20,8 @@ type AcquireRequest struct {
 	Owner string
 	TTL   time.Duration
 	Token int64 // 0: plain acquire
+	// Caller is the authenticated client; the generation is bound to it.
+	Caller *Client
 }
 
 // Grant is an acknowledged generation.
@@ -117,10 +119,34 @@ func spanError(span trace.Span, err error) error {
 }
 
 func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lease, error) {
-	if req.Token != 0 {
-		return g.store.Regenerate(ctx, req.Name, req.Owner, req.Token, req.TTL, g.cfg.Replica)
+	client := req.Caller.name()
+	if req.Token == 0 {
+		return g.store.Acquire(ctx, req.Name, req.Owner, req.TTL, g.cfg.Replica, client)
 	}
-	return g.store.Acquire(ctx, req.Name, req.Owner, req.TTL, g.cfg.Replica)
+	if err := g.mayMove(ctx, req); err != nil {
+		return leasestore.Lease{}, err
+	}
+	return g.store.Regenerate(ctx, req.Name, req.Owner, req.Token, req.TTL, g.cfg.Replica, client)
+}
+
+// mayMove refuses a new generation of token asked by a client that may
+// not act for the client token was granted to (FM38). The client of a
+// token never changes, and the regeneration's predicate names the token,
+// so reading it first leaves no gap.
+func (g *Gateway) mayMove(ctx context.Context, req AcquireRequest) error {
+	l, err := g.store.Get(ctx, req.Name)
+	switch {
+	case errors.Is(err, leasestore.ErrNotFound):
+		return nil // the regeneration's predicate refuses it as lost
+	case err != nil:
+		return err
+	case l.Token != req.Token || l.OwnerID != req.Owner:
+		return nil
+	}
+	if e := req.Caller.mayActFor(l.Client, req.Name); e != nil {
+		return e
+	}
+	return nil
 }
 
 // takeSlot waits for one of the MaxConcurrentHandovers slots, before the
@@ -162,8 +188,8 @@ func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Pl
 	if err != nil {
 		return nil, err
 	}
-	s := &session{name: lease.Name, owner: lease.OwnerID, token: lease.Token, place: place,
-		prod: prod, deadline: start.Add(lease.TTL)}
+	s := &session{name: lease.Name, owner: lease.OwnerID, token: lease.Token, client: lease.Client,
+		place: place, prod: prod, deadline: start.Add(lease.TTL)}
 	err = g.bump(hctx, s)
 	if err == nil {
 		g.cfg.Hooks.call(HookInitialized, s.name, s.token)

@@ -31,6 +31,10 @@ const (
 	topic      = "shard-output"
 	partitions = 16
 	devToken   = "test-token"
+	// otherToken is a second client allowed the same leases as devToken's;
+	// opsToken an operator that may act for any client.
+	otherToken = "other-token"
+	opsToken   = "ops-token"
 )
 
 var barrierKey = []byte("test barrier key 0123456789")
@@ -59,6 +63,8 @@ func setup(t testing.TB) *testBundle {
 	auth, err := gateway.NewAuthenticator([]gateway.Client{
 		{Name: "worker", TokenSHA256: gateway.HashToken(devToken), Allow: []string{"shard:*"}},
 		{Name: "narrow", TokenSHA256: gateway.HashToken("narrow-token"), Allow: []string{"shard:1?"}},
+		{Name: "other", TokenSHA256: gateway.HashToken(otherToken), Allow: []string{"shard:*"}},
+		{Name: "ops", TokenSHA256: gateway.HashToken(opsToken), Allow: []string{"*"}, ActFor: []string{"*"}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -205,8 +205,10 @@ func TestOpenAPIRepliesMatchTheDocument(t *testing.T) {
 	}
 	x = do("POST", "/v1/leases", map[string]any{"name": lease, "owner_id": "indexer-04", "ttl_ms": 30000, "token": tok})
 	expect(t, "new generation by another owner", x, http.StatusConflict, "lease_lost")
+	x = do("POST", "/v1/leases/"+lease+"/records", batchBody("indexer-04", tok, "b-2", 1))
+	expect(t, "produce by an owner that is not the session's", x, http.StatusConflict, "lease_lost")
 	x = do("POST", "/v1/leases/"+lease+"/records", batchBody(owner, tok+1000, "b-2", 1))
-	expect(t, "produce with a token that is not the session's", x, http.StatusConflict, "lease_lost")
+	expect(t, "produce with a later token than the session's", x, http.StatusConflict, "not_holder")
 	x = c.call(t, other, devToken, "POST", "/v1/leases/"+lease+"/records", batchBody(owner, tok, "b-2", 1), false)
 	expect(t, "produce at the replica without the session", x, http.StatusMisdirectedRequest, "misdirected")
 	if x.body["holder_url"] != a.srv.URL || x.body["holder"] != a.name {

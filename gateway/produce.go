@@ -27,6 +27,9 @@ type ProduceRequest struct {
 	Token   int64
 	BatchID string
 	Records []Record
+	// Caller is the authenticated client; it must be the one the
+	// generation is bound to, or act for it.
+	Caller *Client
 }
 
 // ProduceResult says where the committed records are.
@@ -59,6 +62,10 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 		return ProduceResult{}, g.refused(req, 0, 0, g.notHolder(ctx, req.Name))
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrEpoch.Int64(int64(s.epoch)))
+	if g.draining.Load() {
+		// At once, not behind the batch in flight: the worker moves on.
+		return g.drained(s, req)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	remembered, err := s.take(req, g.cfg.Now())
@@ -67,8 +74,6 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 		return *remembered, nil
 	case err != nil:
 		return ProduceResult{}, g.refused(req, s.token, s.epoch, err)
-	case g.draining.Load():
-		return ProduceResult{}, drainedError(req.Name)
 	}
 	if err := g.unparked(s); err != nil {
 		return ProduceResult{}, err
@@ -82,6 +87,19 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 		Partition: s.place.Partition, Offsets: offsets, ProducerEpoch: s.epoch}
 	s.committed.remember(req.BatchID, res)
 	return res, nil
+}
+
+// drained answers a batch at a draining replica: its original result if
+// the generation committed it, else not_holder.
+func (g *Gateway) drained(s *session, req ProduceRequest) (ProduceResult, error) {
+	res, e := s.prior(req)
+	switch {
+	case e != nil:
+		return ProduceResult{}, g.refused(req, s.token, s.epoch, e)
+	case res != nil:
+		return *res, nil
+	}
+	return ProduceResult{}, drainedError(req.Name)
 }
 
 // refused logs a write refused before it reached Kafka, once. A routing
@@ -322,15 +340,15 @@ func (g *Gateway) stampAll(s *session, req ProduceRequest) []record {
 // Renew extends the caller's lease in Postgres, then the local deadline
 // (measured from the start of the request, so never later than the
 // database's expiry).
-func (g *Gateway) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (RenewResult, error) {
+func (g *Gateway) Renew(ctx context.Context, caller *Client, name, owner string, token int64, ttl time.Duration) (RenewResult, error) {
 	ctx, span := g.tracer.Start(ctx, "fencegate.renew", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
 	defer span.End()
-	res, err := g.renew(ctx, name, owner, token, ttl)
+	res, err := g.renew(ctx, caller, name, owner, token, ttl)
 	g.met.renewals.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", renewOutcome(err))))
 	return res, spanError(span, err)
 }
 
-func (g *Gateway) renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (RenewResult, error) {
+func (g *Gateway) renew(ctx context.Context, caller *Client, name, owner string, token int64, ttl time.Duration) (RenewResult, error) {
 	s := g.sessionFor(name, token)
 	if s == nil {
 		return RenewResult{}, g.notHolder(ctx, name)
@@ -342,6 +360,9 @@ func (g *Gateway) renew(ctx context.Context, name, owner string, token int64, tt
 	defer s.renewMu.Unlock()
 	start := g.cfg.Now()
 	if err := s.admit(owner, token, start); err != nil {
+		return RenewResult{}, err
+	}
+	if err := caller.mayActFor(s.client, name); err != nil {
 		return RenewResult{}, err
 	}
 	l, err := g.store.Renew(ctx, name, owner, token, ttl)
@@ -387,20 +408,40 @@ type RenewResult struct {
 // found that no live replica other than itself holds it (this replica
 // restarted, or the holder is gone), and the owner+token predicate
 // decides. A lookup that fails or is slow answers 503 and does nothing.
-func (g *Gateway) Release(ctx context.Context, name, owner string, token int64) error {
+func (g *Gateway) Release(ctx context.Context, caller *Client, name, owner string, token int64) error {
 	ctx, span := g.tracer.Start(ctx, "fencegate.release", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
 	defer span.End()
-	if s := g.sessionFor(name, token); s != nil && s.generation(owner, token) == nil {
-		if err := g.endForRelease(ctx, s); err != nil {
-			return spanError(span, err)
-		}
-	} else if e := g.heldElsewhere(ctx, name); e != nil {
-		return spanError(span, e)
+	if err := g.mayRelease(ctx, caller, name, owner, token); err != nil {
+		return spanError(span, err)
 	}
 	if _, err := g.store.Release(ctx, name, owner, token); err != nil {
 		return spanError(span, err)
 	}
 	g.log.Info("lease released", "fencegate.lease", name, "fencegate.token", token, "owner", owner)
+	return nil
+}
+
+// mayRelease does what must come before the row is released: at the
+// holder, it ends the session and waits for its producer; elsewhere, it
+// proves that no live replica holds the session and that caller may act
+// for the generation's client (FM38).
+func (g *Gateway) mayRelease(ctx context.Context, caller *Client, name, owner string, token int64) error {
+	if s := g.sessionFor(name, token); s != nil && s.generation(owner, token) == nil {
+		if e := caller.mayActFor(s.client, name); e != nil {
+			return e
+		}
+		return g.endForRelease(ctx, s)
+	}
+	if e := g.heldElsewhere(ctx, name); e != nil {
+		return e
+	}
+	l, err := g.store.Get(ctx, name)
+	if err != nil || l.Token != token || l.OwnerID != owner {
+		return nil // the release's predicate decides
+	}
+	if e := caller.mayActFor(l.Client, name); e != nil {
+		return e
+	}
 	return nil
 }
 

@@ -156,6 +156,7 @@ func (s *Server) acquire(c echo.Context) error {
 	if e := client(c).authorize(req.Name); e != nil {
 		return e
 	}
+	req.Caller = client(c)
 	grant, err := s.g.Acquire(c.Request().Context(), req)
 	if err != nil {
 		return err
@@ -182,7 +183,7 @@ func (s *Server) renew(c echo.Context) error {
 	if derr != nil {
 		return derr
 	}
-	res, err := s.g.Renew(c.Request().Context(), name, owner, token, ttl)
+	res, err := s.g.Renew(c.Request().Context(), client(c), name, owner, token, ttl)
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func (s *Server) release(c echo.Context) error {
 	if perr != nil || token <= 0 {
 		return errorf(CodeInvalidRequest, "token query parameter must be a positive integer")
 	}
-	if err := s.g.Release(c.Request().Context(), name, owner, token); err != nil {
+	if err := s.g.Release(c.Request().Context(), client(c), name, owner, token); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -219,6 +220,7 @@ func (s *Server) produce(c echo.Context) error {
 		s.g.met.batch(c.Request().Context(), outcomeInvalid, 0)
 		return derr
 	}
+	req.Caller = client(c)
 	res, err := s.g.Produce(c.Request().Context(), req)
 	if err != nil {
 		return err
@@ -228,9 +230,11 @@ func (s *Server) produce(c echo.Context) error {
 
 // LeaseView is the operator view of a lease.
 type LeaseView struct {
-	Name          string    `json:"name"`
-	OwnerID       string    `json:"owner_id"`
-	Token         int64     `json:"token"`
+	Name    string `json:"name"`
+	OwnerID string `json:"owner_id"`
+	// Token is left out (0) for a client that may not act for the
+	// generation's client (FM38): a token is what renews and writes.
+	Token         int64     `json:"token,omitempty"`
 	State         string    `json:"state"`
 	Live          bool      `json:"live"`
 	ExpiresAt     time.Time `json:"expires_at"`
@@ -246,7 +250,7 @@ type LeaseView struct {
 // EventView is one lease_events row.
 type EventView struct {
 	Kind          string    `json:"kind"`
-	Token         int64     `json:"token"`
+	Token         int64     `json:"token,omitempty"`
 	OwnerID       string    `json:"owner_id"`
 	Holder        string    `json:"holder"`
 	ProducerID    int64     `json:"producer_id"`
@@ -255,10 +259,16 @@ type EventView struct {
 	At            time.Time `json:"at"`
 }
 
-func viewOf(l leasestore.Lease) LeaseView {
-	return LeaseView{Name: l.Name, OwnerID: l.OwnerID, Token: l.Token, State: string(l.State),
+// viewOf is the view of l for client cl: the token only for a client that
+// may act for the generation's client (FM38).
+func viewOf(l leasestore.Lease, cl *Client) LeaseView {
+	v := LeaseView{Name: l.Name, OwnerID: l.OwnerID, State: string(l.State),
 		Live: l.Live(), ExpiresAt: l.ExpiresAt, TTLMS: l.TTL.Milliseconds(), Holder: l.Holder,
 		ProducerID: l.ProducerID, ProducerEpoch: l.ProducerEpoch}
+	if cl.actsFor(l.Client) {
+		v.Token = l.Token
+	}
+	return v
 }
 
 func (s *Server) get(c echo.Context) error {
@@ -276,10 +286,14 @@ func (s *Server) get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := viewOf(l)
+	v := viewOf(l, client(c))
 	for _, e := range evs {
-		v.Events = append(v.Events, EventView{Kind: e.Kind, Token: e.Token, OwnerID: e.OwnerID, Holder: e.Holder,
-			ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, ExpiresAt: e.ExpiresAt, At: e.At})
+		ev := EventView{Kind: e.Kind, OwnerID: e.OwnerID, Holder: e.Holder,
+			ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, ExpiresAt: e.ExpiresAt, At: e.At}
+		if v.Token != 0 {
+			ev.Token = e.Token
+		}
+		v.Events = append(v.Events, ev)
 	}
 	return c.JSON(http.StatusOK, v)
 }
@@ -295,7 +309,7 @@ func (s *Server) list(c echo.Context) error {
 	cl := client(c)
 	for _, l := range ls {
 		if cl.authorize(l.Name) == nil {
-			out = append(out, viewOf(l))
+			out = append(out, viewOf(l, cl))
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"leases": out})

@@ -20,13 +20,14 @@ type session struct {
 	name       string
 	owner      string
 	token      int64
+	client     string // the API client the generation is bound to
 	place      txnmap.Placement
 	producerID int64
 	epoch      int16
 
 	mu        sync.Mutex
 	prod      *producer // nil once closed (ended or parked)
-	committed batchMemory
+	committed batchMemory // its own lock
 	lastBatch time.Time // monotonic: the last batch admitted, or the grant; guarded by mu
 	// parked: the producer was closed after idling (park.go); set under
 	// mu, read without it (metrics, the park loop). The session stays
@@ -85,25 +86,47 @@ func (s *session) live(now time.Time) *Error {
 
 // take decides what a batch may do with the session, in the one order
 // that keeps every answer true (s.mu is held): a request of another
-// generation is refused; a batch id this generation committed is
+// generation, or from a client that may not act for the generation's
+// (FM38), is refused; a batch id this generation committed is
 // remembered, and answered with its original offsets even after the
 // session ended (a definite refusal would tell the worker "not written"
 // of a batch that landed); anything else must find the session live.
 // It returns the remembered result, or nil and why the batch may not be
 // written (nil: admitted).
 func (s *session) take(req ProduceRequest, now time.Time) (*ProduceResult, *Error) {
+	if res, e := s.prior(req); res != nil || e != nil {
+		return res, e
+	}
+	return nil, s.live(now)
+}
+
+// prior is what take decides before it asks whether the session is live;
+// it needs no lock of the session's. Under s.mu (take) a retry of the
+// batch in flight finds it remembered once it committed; without
+// (Gateway.drained) it may not yet.
+func (s *session) prior(req ProduceRequest) (*ProduceResult, *Error) {
 	if e := s.generation(req.Owner, req.Token); e != nil {
 		return nil, e
 	}
-	if res, ok := s.committed.recall(req.BatchID); ok {
-		if len(res.Offsets) != len(req.Records) {
-			// A worker bug, refused rather than guessed at.
-			return nil, errorf(CodeInvalidRequest, "batch_id %q was committed in this generation with %d records; this request has %d",
-				req.BatchID, len(res.Offsets), len(req.Records))
-		}
-		return &res, nil
+	if e := req.Caller.mayActFor(s.client, s.name); e != nil {
+		return nil, e
 	}
-	return nil, s.live(now)
+	return s.remembered(req)
+}
+
+// remembered returns the result of a batch id this generation committed,
+// or nil. A retry with another number of records is a worker bug, refused
+// rather than guessed at.
+func (s *session) remembered(req ProduceRequest) (*ProduceResult, *Error) {
+	res, ok := s.committed.recall(req.BatchID)
+	switch {
+	case !ok:
+		return nil, nil
+	case len(res.Offsets) != len(req.Records):
+		return nil, errorf(CodeInvalidRequest, "batch_id %q was committed in this generation with %d records; this request has %d",
+			req.BatchID, len(res.Offsets), len(req.Records))
+	}
+	return &res, nil
 }
 
 // expiredError is the answer once the local deadline passed: reason
@@ -193,22 +216,28 @@ const rememberedBatches = 1024
 
 // batchMemory remembers the last rememberedBatches committed batches of a
 // generation, so that a worker that lost a 200 (a timeout) and retries the
-// same batch_id gets the original offsets and writes nothing. It is
-// guarded by the session's mu. Older ids are forgotten in commit order; a
+// same batch_id gets the original offsets and writes nothing. It has its
+// own lock, so that a draining replica answers a retry without waiting
+// behind the batch in flight. Older ids are forgotten in commit order; a
 // retry of a forgotten id writes the batch again and the ledger keeps it
 // once (its dedup key is the owner's batch id).
 type batchMemory struct {
+	mu    sync.Mutex
 	byID  map[string]ProduceResult
 	order []string // ring of ids in commit order
 	next  int
 }
 
 func (m *batchMemory) recall(id string) (ProduceResult, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	r, ok := m.byID[id]
 	return r, ok
 }
 
 func (m *batchMemory) remember(id string, r ProduceResult) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.byID == nil {
 		m.byID = make(map[string]ProduceResult)
 	}

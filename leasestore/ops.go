@@ -10,13 +10,14 @@ import (
 )
 
 // Acquire grants name to owner for ttl as a new generation in state
-// pending, held by replica holder. It fails with a *HeldError when another
-// grant is unexpired.
-func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder string) (Lease, error) {
+// pending, held by replica holder and bound to the API client that asked
+// (Lease.Client). It fails with a *HeldError when another grant is
+// unexpired.
+func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client string) (Lease, error) {
 	if err := s.checkGrant(name, owner, ttl, holder); err != nil {
 		return Lease{}, err
 	}
-	l, err := s.writeOne(ctx, "acquire", qAcquire, name, owner, ttl.Milliseconds(), holder)
+	l, err := s.writeOne(ctx, "acquire", qAcquire, name, owner, ttl.Milliseconds(), holder, client)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return l, err
 	}
@@ -28,17 +29,19 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 }
 
 // Regenerate gives the current owner of token a new generation (a new,
-// larger token, state pending) held by replica holder, with a fresh ttl.
-// It fails with a *LostError unless token is the current, active, unexpired
-// token of owner.
-func (s *Store) Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder string) (Lease, error) {
+// larger token, state pending) held by replica holder and bound to client,
+// with a fresh ttl. It fails with a *LostError unless token is the current,
+// active, unexpired token of owner. Whether client may act for the
+// generation's own client is the caller's to decide (Lease.Client of
+// token never changes).
+func (s *Store) Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client string) (Lease, error) {
 	if err := s.checkGrant(name, owner, ttl, holder); err != nil {
 		return Lease{}, err
 	}
 	if err := checkToken(token); err != nil {
 		return Lease{}, err
 	}
-	l, err := s.writeOne(ctx, "regenerate", qRegenerate, name, owner, token, ttl.Milliseconds(), holder)
+	l, err := s.writeOne(ctx, "regenerate", qRegenerate, name, owner, token, ttl.Milliseconds(), holder, client)
 	return l, s.lostIfNoRows(ctx, err, name, owner, token)
 }
 
@@ -216,7 +219,7 @@ func scanLease(row scanner, withNow bool) (Lease, error) {
 	var ttlMS int64
 	var epoch int32
 	dest := []any{&l.Name, &l.OwnerID, &l.Token, &l.State, &l.GrantedAt, &l.ExpiresAt,
-		&ttlMS, &l.Holder, &l.ProducerID, &epoch, &l.UpdatedAt, &l.PrevToken, &l.PrevOwner}
+		&ttlMS, &l.Holder, &l.ProducerID, &epoch, &l.UpdatedAt, &l.PrevToken, &l.PrevOwner, &l.Client}
 	if withNow {
 		dest = append(dest, &l.Now)
 	}

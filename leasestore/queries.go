@@ -18,7 +18,7 @@ SELECT cache_size, cycle
 // leaseColumns is the column list every query returns for a Lease.
 const leaseColumns = `name, owner_id, fencing_token, state, granted_at, expires_at,
        ttl_ms, holder, COALESCE(producer_id, -1), COALESCE(producer_epoch, -1), updated_at,
-       COALESCE(prev_token, 0), COALESCE(prev_owner_id, '')`
+       COALESCE(prev_token, 0), COALESCE(prev_owner_id, ''), COALESCE(client_id, '')`
 
 // qAcquire grants a lease: insert a new row, or take over a row whose lease
 // has ended (expires_at <= clock_timestamp(); released rows have ended too).
@@ -32,9 +32,9 @@ const leaseColumns = `name, owner_id, fencing_token, state, granted_at, expires_
 const qAcquire = `
 WITH granted AS (
     INSERT INTO leases AS l (name, owner_id, fencing_token, state, granted_at,
-                             expires_at, ttl_ms, holder, updated_at)
+                             expires_at, ttl_ms, holder, updated_at, client_id)
     VALUES ($1, $2, nextval('lease_token_seq'), 'pending', clock_timestamp(),
-            clock_timestamp() + $3::bigint * interval '1 millisecond', $3::bigint, $4, clock_timestamp())
+            clock_timestamp() + $3::bigint * interval '1 millisecond', $3::bigint, $4, clock_timestamp(), $5)
     ON CONFLICT (name) DO UPDATE
        SET prev_token      = l.fencing_token,
            prev_owner_id   = l.owner_id,
@@ -47,6 +47,7 @@ WITH granted AS (
            expires_at      = clock_timestamp() + EXCLUDED.ttl_ms * interval '1 millisecond',
            ttl_ms          = EXCLUDED.ttl_ms,
            holder          = EXCLUDED.holder,
+           client_id       = EXCLUDED.client_id,
            producer_id     = NULL,
            producer_epoch  = NULL,
            updated_at      = clock_timestamp()
@@ -84,6 +85,7 @@ WITH granted AS (
            expires_at      = clock_timestamp() + $4::bigint * interval '1 millisecond',
            ttl_ms          = $4::bigint,
            holder          = $5,
+           client_id       = $6,
            producer_id     = NULL,
            producer_epoch  = NULL,
            updated_at      = clock_timestamp()

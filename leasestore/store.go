@@ -38,6 +38,10 @@ type Lease struct {
 	// superseded (0 and "" for a first grant).
 	PrevToken int64
 	PrevOwner string
+	// Client is the API client whose request granted this generation
+	// ("" for one granted before it was recorded): the owner id is bound
+	// to it.
+	Client string
 	// Now is the database time at which the row was read (Get and List only).
 	Now time.Time
 }

@@ -38,7 +38,7 @@ func waitExpired(t *testing.T, b *testBundle, name string) { pgtest.WaitExpired(
 
 func acquireActive(t *testing.T, b *testBundle, name, owner string, ttl time.Duration) leasestore.Lease {
 	t.Helper()
-	l, err := b.store.Acquire(b.ctx, name, owner, ttl, "replica-a")
+	l, err := b.store.Acquire(b.ctx, name, owner, ttl, "replica-a", "c")
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestAcquireHeldNamesHolder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	first := acquireActive(t, b, "shard:1", "w1", time.Minute)
-	_, err := b.store.Acquire(b.ctx, "shard:1", "w2", time.Minute, "replica-b")
+	_, err := b.store.Acquire(b.ctx, "shard:1", "w2", time.Minute, "replica-b", "c")
 	var held *leasestore.HeldError
 	if !errors.As(err, &held) || !errors.Is(err, leasestore.ErrLeaseHeld) {
 		t.Fatalf("second acquire: %v, want HeldError", err)
@@ -92,7 +92,7 @@ func TestFM03_ExpiredLeaseCannotRenew(t *testing.T) {
 	if _, err := b.store.Release(b.ctx, "shard:3", "w1", l.Token); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("release after expiry: %v, want ErrLeaseLost", err)
 	}
-	if _, err := b.store.Regenerate(b.ctx, "shard:3", "w1", l.Token, time.Minute, "r"); !errors.Is(err, leasestore.ErrLeaseLost) {
+	if _, err := b.store.Regenerate(b.ctx, "shard:3", "w1", l.Token, time.Minute, "r", "c"); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("regenerate after expiry: %v, want ErrLeaseLost", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestFM03_ReleaseKeepsTokenAndNextGrantIsLarger(t *testing.T) {
 	if rel.Token != l.Token || rel.State != leasestore.StateReleased {
 		t.Fatalf("released row = token %d state %s, want token %d released", rel.Token, rel.State, l.Token)
 	}
-	next, err := b.store.Acquire(b.ctx, "shard:5", "w2", time.Minute, "r")
+	next, err := b.store.Acquire(b.ctx, "shard:5", "w2", time.Minute, "r", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,12 +151,12 @@ func TestFM03_ReleaseKeepsTokenAndNextGrantIsLarger(t *testing.T) {
 func TestFM06_ActivateRefusedWhenGrantSuperseded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	stale, err := b.store.Acquire(b.ctx, "shard:6", "w1", 20*time.Millisecond, "replica-a")
+	stale, err := b.store.Acquire(b.ctx, "shard:6", "w1", 20*time.Millisecond, "replica-a", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitExpired(t, b, "shard:6")
-	fresh, err := b.store.Acquire(b.ctx, "shard:6", "w2", time.Minute, "replica-b")
+	fresh, err := b.store.Acquire(b.ctx, "shard:6", "w2", time.Minute, "replica-b", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestFM06_ActivateRefusedWhenGrantSuperseded(t *testing.T) {
 func TestActivateRefusedAfterExpiry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	g, err := b.store.Acquire(b.ctx, "shard:7", "w1", 10*time.Millisecond, "r")
+	g, err := b.store.Acquire(b.ctx, "shard:7", "w1", 10*time.Millisecond, "r", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,15 +187,21 @@ func TestRegenerateGivesLargerTokenToOwnerOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := acquireActive(t, b, "shard:8", "w1", time.Minute)
-	if _, err := b.store.Regenerate(b.ctx, "shard:8", "w2", l.Token, time.Minute, "r"); !errors.Is(err, leasestore.ErrLeaseLost) {
+	if _, err := b.store.Regenerate(b.ctx, "shard:8", "w2", l.Token, time.Minute, "r", "c"); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("regenerate by another owner: %v", err)
 	}
-	g, err := b.store.Regenerate(b.ctx, "shard:8", "w1", l.Token, time.Minute, "replica-b")
+	g, err := b.store.Regenerate(b.ctx, "shard:8", "w1", l.Token, time.Minute, "replica-b", "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Token <= l.Token || g.State != leasestore.StatePending || g.Holder != "replica-b" {
-		t.Fatalf("regenerated = %+v, want pending token > %d on replica-b", g, l.Token)
+	if g.Token <= l.Token || g.State != leasestore.StatePending || g.Holder != "replica-b" || g.Client != "ops" {
+		t.Fatalf("regenerated = %+v, want pending token > %d on replica-b bound to client ops", g, l.Token)
+	}
+	if l.Client != "c" {
+		t.Fatalf("acquired = %+v, want bound to client c", l)
+	}
+	if got, err := b.store.Get(b.ctx, "shard:8"); err != nil || got.Client != "ops" {
+		t.Fatalf("Get = %+v, %v: want the client of the current generation", got, err)
 	}
 	if _, err := b.store.Renew(b.ctx, "shard:8", "w1", l.Token, time.Minute); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("renew of the old generation: %v", err)
@@ -205,14 +211,14 @@ func TestRegenerateGivesLargerTokenToOwnerOnly(t *testing.T) {
 func TestAbandonEndsOnlyThatPendingGrant(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	g, err := b.store.Acquire(b.ctx, "shard:9", "w1", time.Minute, "r")
+	g, err := b.store.Acquire(b.ctx, "shard:9", "w1", time.Minute, "r", "c")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.store.Abandon(b.ctx, "shard:9", g.Token); err != nil {
 		t.Fatal(err)
 	}
-	next, err := b.store.Acquire(b.ctx, "shard:9", "w2", time.Minute, "r")
+	next, err := b.store.Acquire(b.ctx, "shard:9", "w2", time.Minute, "r", "c")
 	if err != nil {
 		t.Fatalf("acquire after abandon: %v", err)
 	}
@@ -244,7 +250,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"sub-millisecond ttl", "n", "w", 1500 * time.Microsecond, "ttl_ms"},
 	}
 	for _, tc := range cases {
-		_, err := b.store.Acquire(b.ctx, tc.lease, tc.owner, tc.ttl, "r")
+		_, err := b.store.Acquire(b.ctx, tc.lease, tc.owner, tc.ttl, "r", "c")
 		var inv *leasestore.InvalidError
 		if !errors.As(err, &inv) || inv.Field != tc.field {
 			t.Errorf("%s: %v, want InvalidError on %s", tc.name, err, tc.field)
@@ -363,7 +369,7 @@ func TestFM04_AcquireStormTokensIncreaseNoOverlap(t *testing.T) {
 			for i := range perWorker {
 				name := names[(w+i)%len(names)]
 				ttl := time.Duration(1+(w+i)%3) * time.Millisecond
-				_, err := b.store.Acquire(b.ctx, name, fmt.Sprintf("w%d", w), ttl, "r")
+				_, err := b.store.Acquire(b.ctx, name, fmt.Sprintf("w%d", w), ttl, "r", "c")
 				mu.Lock()
 				switch {
 				case err == nil:

@@ -210,7 +210,7 @@ func (r *runner) naiveLoop(ctx context.Context, store *leasestore.Store, p *kafk
 	renewed := time.Now()
 	for ctx.Err() == nil {
 		if !w.owned.Load() {
-			l, err := store.Acquire(ctx, w.lease, w.id, r.sc.TTL, "naive")
+			l, err := store.Acquire(ctx, w.lease, w.id, r.sc.TTL, "naive", "naive")
 			if err == nil {
 				_, err = store.Activate(ctx, w.lease, l.Token, 0, 0)
 			}
