@@ -26,9 +26,9 @@ type session struct {
 	epoch      int16
 
 	mu        sync.Mutex
-	prod      *producer // nil once closed (ended or parked)
+	prod      *producer   // nil once closed (ended or parked)
 	committed batchMemory // its own lock
-	lastBatch time.Time // monotonic: the last batch admitted, or the grant; guarded by mu
+	lastBatch time.Time   // monotonic: the last batch admitted, or the grant; guarded by mu
 	// parked: the producer was closed after idling (park.go); set under
 	// mu, read without it (metrics, the park loop). The session stays
 	// live: it renews, and its next batch is refused not_holder.
