@@ -1,12 +1,19 @@
 package materializer_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/fencegate/fencegate/client/wire"
 
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/materializer"
@@ -105,5 +112,101 @@ func checkRefused(t *testing.T, db *pgtest.DB, want []refusedReceipt, accepted .
 	}
 	if strings.Join(batches, ",") != strings.Join(accepted, ",") {
 		t.Fatalf("ledger holds batches %q, want %q", batches, accepted)
+	}
+}
+
+// TestFM29_RecordsReachTheLedgerByteExact: keys and values of any bytes
+// (null and empty kept apart) and headers of any UTF-8 without NUL, sent
+// through the gateway in the JSON body and in the binary body, are in the
+// ledger byte for byte.
+func TestFM29_RecordsReachTheLedgerByteExact(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := b.gateway()
+	w := &worker{t: t, url: srv.URL, owner: "w1"}
+	if st := w.acquire("shard:29", false); st != http.StatusCreated {
+		t.Fatalf("acquire: %d", st)
+	}
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	headers := []wire.Header{{Name: "text", Value: []byte("é \u2028 \U0001F600 \ufffd \"q\" back\\slash \x01\x7f")},
+		{Name: "empty", Value: []byte{}}, {Name: "ünï \t", Value: []byte("x")}}
+	recs := []wire.Record{{Key: all, Value: []byte{0xff, 0, 0xfe, '"'}, Headers: headers}, {Key: nil, Value: []byte{}}, {Key: []byte{}, Value: nil}}
+	jsonRecs := make([]any, len(recs))
+	for i, r := range recs {
+		m := map[string]any{}
+		for field, v := range map[string][]byte{"key": r.Key, "value": r.Value} {
+			if v != nil {
+				m[field] = map[string]any{"type": "BINARY", "data": base64.StdEncoding.EncodeToString(v)}
+			}
+		}
+		hs := map[string]string{}
+		for _, h := range r.Headers {
+			hs[h.Name] = string(h.Value)
+		}
+		m["headers"] = hs
+		jsonRecs[i] = m
+	}
+	if st, out := w.call("POST", "/v1/leases/shard:29/records", map[string]any{"owner_id": "w1", "token": w.token,
+		"batch_id": "as-json", "records": jsonRecs}); st != http.StatusOK {
+		t.Fatalf("JSON body: %d %v", st, out)
+	}
+	w.postBinary("/v1/leases/shard:29/records", wire.Batch{OwnerID: "w1", Token: w.token, BatchID: "as-binary", Records: recs})
+	p := b.partition("shard:29")
+	b.runUntil(b.newMaterializer(nil), b.db, p, b.last(p))
+	for _, batch := range []string{"as-json", "as-binary"} {
+		rows, err := b.db.Pool.Query(t.Context(), `SELECT key, key IS NULL, value, value IS NULL, headers::text
+			FROM accepted_records WHERE batch_id = $1 ORDER BY seq`, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		for ; rows.Next(); i++ {
+			var key, value []byte
+			var noKey, noValue bool
+			var hs string
+			if err := rows.Scan(&key, &noKey, &value, &noValue, &hs); err != nil {
+				t.Fatal(err)
+			}
+			want := recs[i]
+			if !bytes.Equal(key, want.Key) || noKey != (want.Key == nil) || !bytes.Equal(value, want.Value) || noValue != (want.Value == nil) {
+				t.Errorf("%s record %d: key %q (null %v) value %q (null %v), want %q %q", batch, i, key, noKey, value, noValue, want.Key, want.Value)
+			}
+			var got map[string]string
+			if err := json.Unmarshal([]byte(hs), &got); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want.Headers) {
+				t.Errorf("%s record %d: headers %q, want %q", batch, i, got, want.Headers)
+			}
+			for _, h := range want.Headers {
+				if v, ok := got[h.Name]; !ok || v != string(h.Value) {
+					t.Errorf("%s record %d: header %q is %q in the ledger, want %q", batch, i, h.Name, v, h.Value)
+				}
+			}
+		}
+		rows.Close()
+		if i != len(recs) {
+			t.Fatalf("%s: %d records in the ledger, want %d", batch, i, len(recs))
+		}
+	}
+}
+
+// postBinary sends a produce in the binary body and wants 200.
+func (w *worker) postBinary(path string, batch wire.Batch) {
+	w.t.Helper()
+	req, _ := http.NewRequest("POST", w.url+path, bytes.NewReader(wire.Append(nil, batch)))
+	req.Header.Set("Authorization", "Bearer t")
+	req.Header.Set("Content-Type", wire.ContentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(resp.Body)
+		w.t.Fatalf("binary body: %d %s", resp.StatusCode, raw)
 	}
 }
