@@ -42,7 +42,8 @@ type refusedReceipt struct {
 // NUL in a worker's header value, which jsonb refuses with SQLSTATE
 // 22P05; a NUL in a stamp header; a batch id too large for the dedup
 // key's index, SQLSTATE 54000; a header value that is not UTF-8; a seq
-// beyond the ledger's integer, which wrapped onto seq 0) each get
+// beyond the ledger's integer, which wrapped onto seq 0; a header name
+// twice, of which the ledger kept the last) each get
 // a malformed receipt with its offset and cause, and the partition goes
 // on: the records before and after them are accepted, with the same
 // ledger whatever the chunk size. Before, the first of them stopped Run
@@ -54,21 +55,24 @@ func TestFM30_RecordTheLedgerCannotApplyIsRefusedAndThePartitionGoesOn(t *testin
 	nulHeader.headers = []kafka.Header{{Key: "h", Value: []byte("a\x00b")}}
 	notUTF8 := data("shard:1", 3, "not-utf8", 0)
 	notUTF8.headers = []kafka.Header{{Key: "h", Value: []byte{'a', 0xff}}}
+	twice := data("shard:1", 3, "twice", 0)
+	twice.headers = []kafka.Header{{Key: "h", Value: []byte("1")}, {Key: "h", Value: []byte("2")}}
 	first := b.write(1, bar("shard:1", 3), data("shard:1", 3, "before", 0), nulHeader) - 1
 	last := b.write(1, data("shard:1", 3, "nul\x00stamp", 0), data("shard:1", 3, hugeBatchID(), 0), notUTF8,
-		data("shard:1", 3, "wrap", 1<<32), data("shard:1", 3, "after", 0))
+		data("shard:1", 3, "wrap", 1<<32), twice, data("shard:1", 3, "after", 0))
 	want := []refusedReceipt{
 		{first + 1, "SQLSTATE 22P05", ""},
 		{first + 2, "fencegate-batch is not valid UTF-8 without NUL", "shard:1"},
 		{first + 3, "SQLSTATE 54000", ""},
 		{first + 4, `header "h" is not valid UTF-8`, "shard:1"},
 		{first + 5, "fencegate-seq 4294967296 exceeds", "shard:1"},
+		{first + 6, `header "h" appears twice`, "shard:1"},
 	}
 	m := b.newMaterializer(nil)
 	b.runUntil(m, b.db, 1, last)
 	checkRefused(t, b.db, want, "before", "after")
 	c := m.Counts()
-	if c[materializer.Malformed] != 5 || c[materializer.Accepted] != 2 || c[materializer.Barrier] != 1 {
+	if c[materializer.Malformed] != 6 || c[materializer.Accepted] != 2 || c[materializer.Barrier] != 1 {
 		t.Fatalf("verdict counts %v", c)
 	}
 	ref := snapshot(t, b.db)

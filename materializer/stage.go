@@ -76,7 +76,8 @@ func (s *stage) Err() error { return nil }
 // userHeaders are the record's headers other than fencegate's, as JSON
 // for the ledger's jsonb column. A name or value that is not UTF-8 is
 // refused: JSON would carry it as U+FFFD, and the ledger would hold
-// other bytes than the record. A NUL, which JSON escapes, is jsonb's to
+// other bytes than the record; so is a name that appears twice (a JSON
+// object keeps one). A NUL, which JSON escapes, is jsonb's to
 // refuse (SQLSTATE 22P05), and the record is isolated (apply).
 func userHeaders(hs []kafka.Header) (string, error) {
 	var m map[string]string
@@ -86,6 +87,9 @@ func userHeaders(hs []kafka.Header) (string, error) {
 		}
 		if !utf8.ValidString(h.Key) || !utf8.Valid(h.Value) {
 			return "", fmt.Errorf("header %.64q is not valid UTF-8: the ledger would not keep it byte-exact", h.Key)
+		}
+		if _, twice := m[h.Key]; twice {
+			return "", fmt.Errorf("header %.64q appears twice: the ledger would keep one", h.Key)
 		}
 		if m == nil {
 			m = map[string]string{}
