@@ -280,7 +280,10 @@ func (l *Lease) renew() error {
 }
 
 // Record is one record to produce; a nil Key or Value is a null one.
-// Header names starting with "fencegate-" are reserved.
+// Key and Value may hold any bytes. Header names starting with
+// "fencegate-" are reserved, and header names and values must be UTF-8
+// without NUL (the ledger keeps them as JSON text): the gateway refuses
+// any other batch with invalid_request, writing nothing.
 type Record struct {
 	Key, Value []byte
 	Headers    map[string]string

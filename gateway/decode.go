@@ -94,8 +94,13 @@ func readBody(r io.Reader, declared int64, limit int) ([]byte, *Error) {
 const firstBuffer = 256 << 10
 
 // strictJSON decodes exactly one JSON object into v, refusing unknown
-// fields and trailing data.
+// fields and trailing data, and a body that is not UTF-8 (RFC 8259
+// requires it): the decoder would turn such bytes into U+FFFD, so a
+// header, a STRING key or value, would reach the ledger rewritten.
 func strictJSON(b []byte, v any) *Error {
+	if !utf8.Valid(b) {
+		return errorf(CodeInvalidRequest, "malformed JSON: not UTF-8 at byte %d", invalidAt(b))
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -105,6 +110,18 @@ func strictJSON(b []byte, v any) *Error {
 		return errorf(CodeInvalidRequest, "malformed JSON: data after the object")
 	}
 	return nil
+}
+
+// invalidAt is the offset of the first byte of b that is not UTF-8.
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 func jsonProblem(err error) string {
@@ -297,6 +314,9 @@ func checkRecord(r Record, lim Limits) *Error {
 		if h.Key == "" || barrier.Reserved(h.Key) {
 			return errorf(CodeInvalidRequest, "header %q: empty names and the %q prefix are reserved", h.Key, barrier.ReservedPrefix)
 		}
+		if !keepable(h) {
+			return errorf(CodeInvalidRequest, "header %q: names and values must be UTF-8 without U+0000", h.Key)
+		}
 		for _, earlier := range r.Headers[:i] {
 			if earlier.Key == h.Key {
 				return errorf(CodeInvalidRequest, "header %q appears twice", h.Key)
@@ -308,6 +328,17 @@ func checkRecord(r Record, lim Limits) *Error {
 		return errorf(CodePayloadTooLarge, "record of %d bytes exceeds the limit of %d", size, lim.MaxRecordBytes)
 	}
 	return nil
+}
+
+// keepable is the gateway's one rule for which headers the ledger keeps
+// byte-exact, whichever body carried them: the ledger stores a record's
+// headers as jsonb strings, which cannot hold U+0000 (Postgres refuses
+// the record: before this rule, one such header halted the ledger) and
+// cannot hold bytes that are not UTF-8 (they would come back as U+FFFD).
+// Keys and values are bytea and may be any bytes.
+func keepable(h kafka.Header) bool {
+	return utf8.ValidString(h.Key) && strings.IndexByte(h.Key, 0) < 0 &&
+		utf8.Valid(h.Value) && bytes.IndexByte(h.Value, 0) < 0
 }
 
 // decodeRecord decodes a JSON record's key, value and headers.

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/client/wire"
@@ -33,6 +36,10 @@ func FuzzFM19_DecodeProduce(f *testing.F) {
 	} {
 		f.Add(wire.Append(nil, b), true)
 	}
+	f.Add([]byte(`{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":{"h":"a\u0000b"}}]}`), false)
+	f.Add([]byte("{\"owner_id\":\"w\",\"token\":1,\"batch_id\":\"b\",\"records\":[{\"headers\":{\"h\":\"a\xffb\"}}]}"), false)
+	f.Add(wire.Append(nil, wire.Batch{OwnerID: "w", Token: 1, BatchID: "b", Records: []wire.Record{
+		{Headers: []wire.Header{{Name: "h", Value: []byte("a\x00\xffb")}}}}}), true)
 	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096}
 	f.Fuzz(func(t *testing.T, body []byte, binary bool) {
 		ct := "application/json"
@@ -45,6 +52,9 @@ func FuzzFM19_DecodeProduce(f *testing.F) {
 				t.Fatalf("refusal with status %d (%s)", s, err.Code)
 			}
 			return
+		}
+		if !binary && !utf8.Valid(body) {
+			t.Fatalf("accepted a JSON body that is not UTF-8: %q", body)
 		}
 		checkAccepted(t, req, lim)
 	})
@@ -66,12 +76,109 @@ func checkAccepted(t *testing.T, req ProduceRequest, lim Limits) {
 				t.Fatalf("accepted header %q (reserved, empty or twice)", h.Key)
 			}
 			seen[h.Key] = true
+			checkKept(t, h.Key, h.Value)
 			size += len(h.Key) + len(h.Value)
 		}
 		if size > lim.MaxRecordBytes {
 			t.Fatalf("accepted a record of %d bytes", size)
 		}
 	}
+}
+
+// checkKept fails unless the ledger keeps the header byte-exact: UTF-8
+// without NUL (what jsonb text holds), and the same bytes after the JSON
+// round trip the ledger's headers column takes.
+func checkKept(t *testing.T, name string, value []byte) {
+	t.Helper()
+	if !utf8.ValidString(name) || !utf8.Valid(value) || strings.ContainsRune(name, 0) || bytes.IndexByte(value, 0) >= 0 {
+		t.Fatalf("accepted header %q = %q, which the ledger cannot keep", name, value)
+	}
+	raw, err := json.Marshal(map[string]string{name: string(value)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]string
+	if err := json.Unmarshal(raw, &back); err != nil || len(back) != 1 || back[name] != string(value) {
+		t.Fatalf("header %q = %q comes back from JSON as %q (%v)", name, value, back, err)
+	}
+}
+
+// FuzzFM29_BinaryHeaders: the binary body accepts a header exactly when
+// the ledger can keep it (and the other rules hold), and what it accepts
+// is the bytes sent: header name and value, key and value.
+func FuzzFM29_BinaryHeaders(f *testing.F) {
+	for _, s := range [][2]string{{"h", "v"}, {"h", "a\x00b"}, {"h\x00", "v"}, {"h", "\xff"}, {"\xe2\x82", "v"},
+		{"h", "\U0001F600 \u2028 \ufffd"}, {"fencegate-x", "v"}, {"", "v"}} {
+		f.Add(s[0], []byte(s[1]), []byte("k"), []byte{0, 0xff})
+	}
+	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096}
+	f.Fuzz(func(t *testing.T, name string, hv, key, value []byte) {
+		body := wire.Append(nil, wire.Batch{OwnerID: "w", Token: 1, BatchID: "b",
+			Records: []wire.Record{{Key: key, Value: value, Headers: []wire.Header{{Name: name, Value: hv}}}}})
+		req, err := decodeProduce(body, wire.ContentType, "shard:1", lim)
+		checkHeaderVerdict(t, name, hv, len(key)+len(value), lim, req, err)
+		if err == nil && (!bytes.Equal(req.Records[0].Key, key) || !bytes.Equal(req.Records[0].Value, value)) {
+			t.Fatalf("key %q value %q decoded as %q %q", key, value, req.Records[0].Key, req.Records[0].Value)
+		}
+	})
+}
+
+// FuzzFM29_JSONHeaders: the JSON body, the header written with its bytes
+// as they are (only quote, backslash and control characters escaped):
+// accepted exactly when the ledger can keep it, and decoded to the bytes
+// sent.
+func FuzzFM29_JSONHeaders(f *testing.F) {
+	for _, s := range [][2]string{{"h", "v"}, {"h", "a\x00b"}, {"h\x00", "v"}, {"h", "\xff"}, {"\xe2\x82", "v"},
+		{"h", "\U0001F600 \u2028 \ufffd \"\\"}, {"fencegate-x", "v"}, {"", "v"}} {
+		f.Add(s[0], s[1])
+	}
+	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096}
+	f.Fuzz(func(t *testing.T, name, hv string) {
+		body := fmt.Appendf(nil, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":{%s:%s}}]}`, jsonText(name), jsonText(hv))
+		req, err := decodeProduce(body, "application/json", "shard:1", lim)
+		checkHeaderVerdict(t, name, []byte(hv), 0, lim, req, err)
+	})
+}
+
+// jsonText writes s as a JSON string, its bytes as they are but for quote,
+// backslash and control characters.
+func jsonText(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20:
+			fmt.Fprintf(&b, "\\u%04x", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// checkHeaderVerdict: a batch of one record with one header (and size
+// bytes of key and value) is accepted exactly when the header is
+// keepable, named and within the limit, and then carries the header's
+// bytes.
+func checkHeaderVerdict(t *testing.T, name string, value []byte, size int, lim Limits, req ProduceRequest, err *Error) {
+	t.Helper()
+	keep := utf8.ValidString(name) && utf8.Valid(value) && !strings.ContainsRune(name, 0) && bytes.IndexByte(value, 0) < 0
+	want := keep && name != "" && !barrier.Reserved(name) && size+len(name)+len(value) <= lim.MaxRecordBytes
+	if (err == nil) != want {
+		t.Fatalf("header %q = %q: accepted %v (%v), want %v", name, value, err == nil, err, want)
+	}
+	if err != nil {
+		return
+	}
+	hs := req.Records[0].Headers
+	if len(hs) != 1 || hs[0].Key != name || !bytes.Equal(hs[0].Value, value) {
+		t.Fatalf("header %q = %q decoded as %q", name, value, hs)
+	}
+	checkKept(t, name, value)
 }
 
 // FuzzFM19_DecodeAcquire: accepted acquires carry a valid name, an owner

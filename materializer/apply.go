@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
@@ -67,7 +70,34 @@ type stamped struct {
 // that the stop does not cancel (bounded by applyTimeout), so a commit that
 // reached the server is also reported (verdict counters, fences) rather
 // than left committed but unreported.
+//
+// A chunk that Postgres refuses for the data of a record (ledgerRefusal)
+// is applied in halves, each its own transaction with its own
+// compare-and-set, down to the record Postgres refuses, which gets a
+// malformed receipt (refuse): the partition goes on, and every other
+// record gets the verdict it would have had in one transaction (the
+// fences and the dedup keys are the ledger's, committed in offset order).
 func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, newNext int64, recs []*kafka.Message) error {
+	err := m.applyOnce(ctx, key, expected, newNext, recs)
+	cause := ledgerRefusal(err)
+	if cause == "" || len(recs) == 0 {
+		return err
+	}
+	if len(recs) == 1 {
+		return m.refuse(ctx, key, expected, newNext, recs[0], cause)
+	}
+	m.log.Warn("the ledger refused a chunk; applying it in halves", "topic", key.topic, "partition", key.partition,
+		"from", expected, "to", newNext, "cause", cause)
+	mid := len(recs) / 2
+	split := int64(recs[mid].TopicPartition.Offset)
+	if err := m.apply(ctx, key, expected, split, recs[:mid]); err != nil {
+		return err
+	}
+	return m.apply(ctx, key, split, newNext, recs[mid:])
+}
+
+// applyOnce applies recs in one transaction.
+func (m *Materializer) applyOnce(ctx context.Context, key partitionKey, expected, newNext int64, recs []*kafka.Message) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
 	defer cancel()
 	in := readStamps(recs)
@@ -99,10 +129,65 @@ func (m *Materializer) apply(ctx context.Context, key partitionKey, expected, ne
 	return nil
 }
 
+// ledgerRefusal returns the cause, fit for a receipt, when err is
+// Postgres refusing the data of a record: SQLSTATE class 22, data
+// exception (a NUL in jsonb, bytes that are not UTF-8), or 54, program
+// limit exceeded (a key too large for its index). Such a record would
+// fail every retry and halt the ledger for good. Any other error
+// (connection, serialization, the position moved, a crash hook) is no
+// record's fault: "" and the caller stops as before.
+func ledgerRefusal(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !(strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")) {
+		return ""
+	}
+	msg := strings.ReplaceAll(strings.ToValidUTF8(pgErr.Message, "?"), "\x00", "")
+	if len(msg) > 300 {
+		msg = strings.ToValidUTF8(msg[:300], "") + "..."
+	}
+	return fmt.Sprintf("the ledger refused the record: SQLSTATE %s: %s", pgErr.Code, msg)
+}
+
+// refuse files the malformed receipt of the record r that Postgres
+// refused, alone in its transaction with the position's compare-and-set:
+// topic, partition, offset and the cause, none of the record's own fields
+// (one of them is what Postgres refused).
+func (m *Materializer) refuse(ctx context.Context, key partitionKey, expected, newNext int64, r *kafka.Message, cause string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
+	off := int64(r.TopicPartition.Offset)
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, qAdvancePosition, key.topic, key.partition, expected, newNext)
+		if err != nil {
+			return err
+		}
+		if err := m.afterStatement(); err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errPositionMoved
+		}
+		if _, err := tx.Exec(ctx, qReject, nil, nil, nil, nil, key.topic, key.partition, off, string(Malformed), cause, nil); err != nil {
+			return err
+		}
+		return m.afterStatement()
+	})
+	if err != nil {
+		return err
+	}
+	m.report(ctx, key, &applyTx{verdicts: []judged{{v: Malformed, offset: off}}})
+	return nil
+}
+
+// readStamps parses each record's stamp; a stamp the ledger cannot keep
+// (keepableStamp) is as malformed as a missing one.
 func readStamps(recs []*kafka.Message) []stamped {
 	out := make([]stamped, len(recs))
 	for i, r := range recs {
 		st, err := barrier.ReadStamp(r.Headers)
+		if err == nil {
+			err = keepableStamp(st)
+		}
 		out[i] = stamped{r, st, err}
 	}
 	return out
@@ -284,8 +369,13 @@ func (a *applyTx) judge(s stamped) {
 		a.reject(r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence))
 		return
 	}
+	headers, err := userHeaders(r.Headers)
+	if err != nil {
+		a.reject(r, st, Malformed, err.Error())
+		return
+	}
 	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
-	a.staged.add(st, r)
+	a.staged.add(st, r, headers)
 }
 
 // barrier verifies a barrier and advances the fence, or rejects it.
@@ -323,8 +413,8 @@ func (m *Materializer) checkBarrier(key partitionKey, st barrier.Stamp, value []
 
 func (a *applyTx) reject(r *kafka.Message, st barrier.Stamp, v Verdict, detail string) {
 	off := int64(r.TopicPartition.Offset)
-	a.queue(judged{v, st.Lease, st.Token, off}, qReject, nullable(st.Lease), nullableInt(st.Token),
-		nullable(st.Batch), nullableSeq(st.Seq), a.key.topic, a.key.partition, off, string(v), detail, nullable(st.Owner))
+	a.queue(judged{v, st.Lease, st.Token, off}, qReject, text(st.Lease), nullableInt(st.Token),
+		text(st.Batch), nullableSeq(st.Seq), a.key.topic, a.key.partition, off, string(v), detail, text(st.Owner))
 }
 
 // queue adds a statement whose verdict is known now.
@@ -433,11 +523,34 @@ func (a *applyTx) readDuplicates(res pgx.BatchResults) error {
 	return rows.Err()
 }
 
-func nullable(s string) any {
-	if s == "" {
+// text is s for a text column of a receipt: NULL when s is empty, or
+// when Postgres could not keep it (the receipt would fail as its record
+// did).
+func text(s string) any {
+	if s == "" || !keepableText(s) {
 		return nil
 	}
 	return s
+}
+
+// keepableText reports whether a text column keeps s as it is: Postgres
+// text holds UTF-8 without NUL.
+func keepableText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
+// keepableStamp refuses a stamp the ledger cannot keep exactly: lease,
+// owner and batch id are text columns, seq an integer one (a larger seq
+// would wrap onto another record's dedup key).
+func keepableStamp(st barrier.Stamp) error {
+	for _, f := range [...]struct{ name, v string }{
+		{barrier.HeaderLease, st.Lease}, {barrier.HeaderOwner, st.Owner}, {barrier.HeaderBatch, st.Batch}} {
+		if !keepableText(f.v) {
+			return fmt.Errorf("%w: %s is not valid UTF-8 without NUL", barrier.ErrUnstamped, f.name)
+		}
+	}
+	if st.Seq > math.MaxInt32 {
+		return fmt.Errorf("%w: %s %d exceeds the ledger's integer", barrier.ErrUnstamped, barrier.HeaderSeq, st.Seq)
+	}
+	return nil
 }
 
 func nullableInt(n int64) any {
@@ -447,8 +560,10 @@ func nullableInt(n int64) any {
 	return n
 }
 
+// nullableSeq is a receipt's seq: NULL when absent or beyond the
+// integer column (an encoding error would stop the ledger).
 func nullableSeq(n int) any {
-	if n < 0 {
+	if n < 0 || n > math.MaxInt32 {
 		return nil
 	}
 	return n

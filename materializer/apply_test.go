@@ -2,10 +2,13 @@ package materializer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/barrier"
 )
@@ -120,4 +123,99 @@ func (l *benchLedger) records(sts []barrier.Stamp) []*kafka.Message {
 		recs[i] = l.record(st, l.value, i)
 	}
 	return recs
+}
+
+// TestFM30_RefusedChunkAppliedTwiceStaysExact: a chunk holding records
+// Postgres refuses (a NUL in a header value, SQLSTATE 22P05; a batch id
+// too large for the dedup key's index, 54000) is applied in halves: those
+// two get malformed receipts with only their place and the cause, every
+// other record the verdict it has in one transaction (a repeat within the
+// chunk is still a duplicate, an unfenced record still unfenced). The
+// same chunk delivered again at the same offsets is refused by the
+// position's compare-and-set and changes nothing; sent again at new
+// offsets, its records are duplicates and the refused ones refused again.
+func TestFM30_RefusedChunkAppliedTwiceStaysExact(t *testing.T) {
+	t.Parallel()
+	m := newBenchMaterializer(t)
+	l := newBenchLedger(t, m, 1)
+	ctx := context.Background()
+	lease := l.leases[0]
+	st := func(batch string, token int64, seq int) barrier.Stamp {
+		return barrier.Stamp{Lease: lease, Token: token, Owner: "o-" + lease, Batch: batch, Seq: seq}
+	}
+	chunk := func() []*kafka.Message {
+		recs := l.records([]barrier.Stamp{st("b", 1, 0), st("b", 1, 1), st("b", 1, 0), st(hugeID(), 1, 0),
+			st("b", 2, 3), st("b", 1, 2)})
+		for _, i := range []int{1, 4} { // a NUL in a header value: the ledger's jsonb refuses it
+			recs[i].Headers = append(recs[i].Headers, kafka.Header{Key: "h", Value: []byte("a\x00b")})
+		}
+		return recs
+	}
+	first := l.next
+	l.apply(t, chunk())
+	want := map[Verdict]int64{Accepted: 2, Duplicate: 1, Malformed: 2, Unfenced: 1}
+	checkVerdicts(t, m, want)
+	dump := ledgerDump(t, m)
+	for _, line := range []string{
+		fmt.Sprintf("rejected %d malformed    the ledger refused the record: SQLSTATE 22P05", first+1),
+		fmt.Sprintf("rejected %d malformed    the ledger refused the record: SQLSTATE 54000", first+3),
+		fmt.Sprintf("rejected %d unfenced %s b 3", first+4, lease),
+	} {
+		if !strings.Contains(dump, line) {
+			t.Fatalf("ledger lacks %q:\n%s", line, dump)
+		}
+	}
+
+	l.next = first
+	recs := chunk()
+	if err := m.apply(ctx, l.key, first, first+int64(len(recs)), recs); !errors.Is(err, errPositionMoved) {
+		t.Fatalf("the chunk redelivered at its offsets: %v, want %v", err, errPositionMoved)
+	}
+	if got := ledgerDump(t, m); got != dump {
+		t.Fatalf("the redelivery changed the ledger:\n%s\nwas:\n%s", got, dump)
+	}
+	checkVerdicts(t, m, want)
+
+	l.next = first + int64(len(recs))
+	l.apply(t, chunk())
+	checkVerdicts(t, m, map[Verdict]int64{Accepted: 2, Duplicate: 4, Malformed: 4, Unfenced: 2})
+}
+
+// hugeID is too large for an index row (2704 bytes at most) and does not
+// compress.
+func hugeID() string {
+	var sb strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&sb, "%08x", uint32(i)*2654435761)
+	}
+	return sb.String()
+}
+
+func checkVerdicts(t *testing.T, m *Materializer, want map[Verdict]int64) {
+	t.Helper()
+	for _, v := range []Verdict{Accepted, Duplicate, Malformed, Unfenced, Stale} {
+		if got := m.verdictCounter(v).Load(); got != want[v] {
+			t.Fatalf("%d records %s, want %d (all: %v)", got, v, want[v], m.Counts())
+		}
+	}
+}
+
+// ledgerDump renders the ledger's rows and receipts, one a line.
+func ledgerDump(t *testing.T, m *Materializer) string {
+	t.Helper()
+	rows, err := m.pool.Query(context.Background(), `
+		SELECT format('accepted %s %s %s %s %s %s', "offset", lease, owner_id, batch_id, seq, headers::text) FROM accepted_records
+		UNION ALL
+		SELECT format('rejected %s %s %s %s %s %s', "offset", reason, lease, left(batch_id, 10), seq, detail) FROM rejected_records
+		UNION ALL
+		SELECT format('position %s', next_offset) FROM consumer_positions
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }

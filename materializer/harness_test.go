@@ -92,8 +92,9 @@ type rec struct {
 	batch   string
 	seq     int
 	barrier bool
-	value   []byte // for barriers: the sealed grant (nil: seal a valid one)
-	bare    bool   // no fencegate headers at all
+	value   []byte         // for barriers: the sealed grant (nil: seal a valid one)
+	bare    bool           // no fencegate headers at all
+	headers []kafka.Header // the worker's headers, after the stamp
 }
 
 func data(lease string, token int64, batch string, seq int) rec {
@@ -126,6 +127,7 @@ func (b *testBundle) write(partition int32, recs ...rec) int64 {
 		if !r.bare {
 			m.Headers = barrier.Stamp{Lease: r.lease, Token: r.token, Owner: "o", Batch: r.batch, Seq: r.seq, Barrier: r.barrier}.Headers()
 		}
+		m.Headers = append(m.Headers, r.headers...)
 		if r.barrier {
 			m.Value = r.value
 			if m.Value == nil {

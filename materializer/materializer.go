@@ -12,7 +12,11 @@
 //     is the dedup memory (applied_keys is a view of it); token < fence
 //     is stale, token > fence is unfenced (a bare number never moves a
 //     fence, FM11), a known key is duplicate;
-//   - a record without valid fencegate headers is malformed;
+//   - a record without valid fencegate headers is malformed, as is one
+//     the ledger cannot keep exactly (a stamp or header not UTF-8 or
+//     with a NUL) or that Postgres refuses (SQLSTATE class 22 or 54: the
+//     chunk is applied in halves down to that record, FM30), so no
+//     record halts the ledger;
 //   - every rejection is written to rejected_records with its reason
 //     (FM15);
 //   - the consumed position advances by compare-and-set in the same

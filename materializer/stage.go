@@ -3,8 +3,10 @@ package materializer
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -25,6 +27,8 @@ type stagedRow struct {
 	st  barrier.Stamp
 	off int64
 	r   *kafka.Message
+	// headers are the record's own headers as JSON (userHeaders).
+	headers string
 	// first is false for a record whose dedup key an earlier record of
 	// the chunk has: qApplyStaged files it as a duplicate.
 	first bool
@@ -41,12 +45,12 @@ func newStage(n int) *stage {
 		vals: make([]any, len(stageColumns))}
 }
 
-// add stages the data record r stamped st.
-func (s *stage) add(st barrier.Stamp, r *kafka.Message) {
+// add stages the data record r stamped st, with its own headers as JSON.
+func (s *stage) add(st barrier.Stamp, r *kafka.Message, headers string) {
 	k := dedupKey{st.Lease, st.Owner, st.Batch, st.Seq}
 	_, dup := s.seen[k]
 	s.seen[k] = struct{}{}
-	s.rows = append(s.rows, stagedRow{st, int64(r.TopicPartition.Offset), r, !dup})
+	s.rows = append(s.rows, stagedRow{st, int64(r.TopicPartition.Offset), r, headers, !dup})
 }
 
 // rewind makes the stage a fresh CopyFromSource for another COPY.
@@ -62,19 +66,30 @@ func (s *stage) Values() ([]any, error) {
 	row := &s.rows[s.at]
 	v := s.vals
 	v[0], v[1], v[2], v[3] = row.off, row.st.Token, int32(row.st.Seq), row.first
-	v[4], v[5], v[6], v[7] = row.st.Lease, row.st.Owner, row.st.Batch, userHeaders(row.r.Headers)
+	v[4], v[5], v[6], v[7] = row.st.Lease, row.st.Owner, row.st.Batch, row.headers
 	v[8], v[9] = row.r.Key, row.r.Value
 	return v, nil
 }
 
 func (s *stage) Err() error { return nil }
 
-// userHeaders are the record's headers other than fencegate's, as JSON.
-func userHeaders(hs []kafka.Header) string {
+// userHeaders are the record's headers other than fencegate's, as JSON
+// for the ledger's jsonb column. A name or value that is not UTF-8 is
+// refused: JSON would carry it as U+FFFD, and the ledger would hold
+// other bytes than the record; so is a name that appears twice (a JSON
+// object keeps one). A NUL, which JSON escapes, is jsonb's to
+// refuse (SQLSTATE 22P05), and the record is isolated (apply).
+func userHeaders(hs []kafka.Header) (string, error) {
 	var m map[string]string
 	for _, h := range hs {
 		if barrier.Reserved(h.Key) {
 			continue
+		}
+		if !utf8.ValidString(h.Key) || !utf8.Valid(h.Value) {
+			return "", fmt.Errorf("header %.64q is not valid UTF-8: the ledger would not keep it byte-exact", h.Key)
+		}
+		if _, twice := m[h.Key]; twice {
+			return "", fmt.Errorf("header %.64q appears twice: the ledger would keep one", h.Key)
 		}
 		if m == nil {
 			m = map[string]string{}
@@ -82,10 +97,10 @@ func userHeaders(hs []kafka.Header) string {
 		m[h.Key] = string(h.Value)
 	}
 	if m == nil {
-		return "{}"
+		return "{}", nil
 	}
-	raw, _ := json.Marshal(m)
-	return string(raw)
+	raw, err := json.Marshal(m)
+	return string(raw), err
 }
 
 // ledgerRows is the stage's rows as accepted_records rows (ledgerColumns),
@@ -123,7 +138,7 @@ func (l *ledgerRows) Values() ([]any, error) {
 	v := l.vals
 	v[0], v[1], v[2], v[3], v[4] = row.st.Lease, row.st.Owner, row.st.Token, row.st.Batch, int32(row.st.Seq)
 	v[5], v[6], v[7] = l.key.topic, l.key.partition, row.off
-	v[8], v[9], v[10] = row.r.Key, row.r.Value, userHeaders(row.r.Headers)
+	v[8], v[9], v[10] = row.r.Key, row.r.Value, row.headers
 	return v, nil
 }
 
