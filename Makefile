@@ -65,6 +65,8 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzFM18 -fuzztime 30s ./txnmap
 	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeProduce -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeAcquire -fuzztime 30s ./gateway
+	$(GO) test -run '^$$' -fuzz FuzzFM29_BinaryHeaders -fuzztime 30s ./gateway
+	$(GO) test -run '^$$' -fuzz FuzzFM29_JSONHeaders -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzStampRoundTrip -fuzztime 30s ./barrier
 
 run: ## the whole stack on embedded defaults (Postgres :54329, dev broker :9092, gateway :8080)
