@@ -98,7 +98,7 @@ func TestRecordedRepliesMatchTheGateway(t *testing.T) {
 	record("lease_held", http.StatusConflict, s, raw)
 	s, raw = send(t, a.url, token, "POST", "/v1/leases", map[string]any{"name": "shard:100", "owner_id": "w2", "ttl_ms": 30000, "token": tok})
 	record("lease_lost_not_owner", http.StatusConflict, s, raw)
-	s, raw = send(t, a.url, token, "POST", "/v1/leases/shard:100/records", batch("w1", tok+1000, "b", 1))
+	s, raw = send(t, a.url, token, "POST", "/v1/leases/shard:100/records", batch("w9", tok, "b", 1))
 	record("lease_lost_session", http.StatusConflict, s, raw)
 	s, raw = send(t, other.url, token, "POST", "/v1/leases/shard:100/records", batch("w1", tok, "b", 1))
 	record("misdirected", http.StatusMisdirectedRequest, s, raw)
