@@ -311,6 +311,8 @@ var epochBumping = map[kafka.ErrorCode]bool{
 type inspector struct {
 	cl   *kgo.Client
 	conn kafkaconn.Config
+	// auth remembers a refused SASL login, which readiness names.
+	auth *kafkaconn.AuthWatch
 }
 
 func newInspector(cfg KafkaConfig) (*inspector, error) {
@@ -318,11 +320,12 @@ func newInspector(cfg KafkaConfig) (*inspector, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(opts...)
+	auth := &kafkaconn.AuthWatch{}
+	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(auth))...)
 	if err != nil {
 		return nil, err
 	}
-	return &inspector{cl: cl, conn: cfg.Config}, nil
+	return &inspector{cl: cl, conn: cfg.Config, auth: auth}, nil
 }
 
 // producerIdentity returns the producer id and epoch the coordinator holds
@@ -351,7 +354,7 @@ func (in *inspector) ping(ctx context.Context) error {
 	req := kmsg.NewPtrMetadataRequest()
 	if _, err := req.RequestWith(ctx, in.cl); err != nil {
 		// A refused TLS or SASL handshake says which setting to check.
-		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, in.conn.Explain(err))
+		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, in.auth.Explain(in.conn, err))
 	}
 	return nil
 }
