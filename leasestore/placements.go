@@ -40,6 +40,11 @@ INSERT INTO route_placements (pattern, version, topic, partitions)
 SELECT $1, COALESCE(max(version), 0) + 1, $2, $3 FROM route_placements WHERE pattern = $1
 RETURNING pattern, version, topic, partitions, recorded_at`
 
+// qForgetPlacements forgets every recorded placement: only for a
+// development broker that starts empty, whose topics are made from the
+// config each time.
+const qForgetPlacements = `TRUNCATE route_placements`
+
 // qLiveNames lists the leases not yet ended, by database time.
 const qLiveNames = `
 SELECT name FROM leases WHERE state <> 'released' AND expires_at > clock_timestamp() ORDER BY name`
@@ -102,4 +107,13 @@ func (s *Store) LiveNames(ctx context.Context) ([]string, error) {
 		return nil, unavailable("live leases", err)
 	}
 	return names, nil
+}
+
+// ForgetPlacements forgets every recorded placement (development only;
+// see qForgetPlacements).
+func (s *Store) ForgetPlacements(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, qForgetPlacements); err != nil {
+		return unavailable("forget placements", err)
+	}
+	return nil
 }

@@ -200,3 +200,14 @@ func Murmur2(data []byte) int32 {
 	h ^= h >> 15
 	return int32(h)
 }
+
+// CheckPartitions says why a topic of has partitions cannot carry r, or
+// nil: with more named than the topic has, a lease placed beyond it fails
+// at Kafka ("Unknown partition"); with fewer, partitions stay unused and
+// unread. The one comparison of a route with its topic (FM31).
+func (r Route) CheckPartitions(has int32) error {
+	if has == r.Partitions {
+		return nil
+	}
+	return fmt.Errorf("route %q names %d partitions but topic %s has %d", r.Pattern, r.Partitions, r.Topic, has)
+}

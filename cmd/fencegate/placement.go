@@ -36,9 +36,8 @@ func checkTopics(ctx context.Context, conn kafkaconn.Config, router *txnmap.Rout
 		if err != nil {
 			return fmt.Errorf("route %q: %w", r.Pattern, err)
 		}
-		if n != r.Partitions {
-			return fmt.Errorf("route %q names %d partitions but topic %s has %d: set partitions: %d in the config "+
-				"(to grow the topic, see the RUNBOOK: growing a topic's partitions)", r.Pattern, r.Partitions, r.Topic, n, n)
+		if err := r.CheckPartitions(n); err != nil {
+			return fmt.Errorf("%w: set partitions: %d in the config (to grow the topic, see the RUNBOOK: growing a topic's partitions)", err, n)
 		}
 	}
 	return nil
