@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/gateway"
@@ -145,26 +146,9 @@ func ledgerCaughtUp(ctx context.Context, f routesFlags, topic string, partitions
 	if err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, cmp.Or(f.ledgerURL, f.databaseURL))
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	rows, err := pool.Query(ctx, qLedgerPositions, topic)
+	next, err := ledgerPositions(ctx, cmp.Or(f.ledgerURL, f.databaseURL), topic)
 	if err != nil {
 		return fmt.Errorf("ledger positions (the database of `materialize`; --ledger-database-url): %w", err)
-	}
-	next := map[int32]int64{}
-	var p int32
-	var off int64
-	for rows.Next() {
-		if err := rows.Scan(&p, &off); err != nil {
-			return err
-		}
-		next[p] = off
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("ledger positions: %w", err)
 	}
 	for p, end := range lso {
 		if next[int32(p)] < end {
@@ -173,4 +157,23 @@ func ledgerCaughtUp(ctx context.Context, f routesFlags, topic string, partitions
 		}
 	}
 	return nil
+}
+
+// ledgerPositions returns the ledger's next offset per partition of
+// topic; a partition never applied is absent (0).
+func ledgerPositions(ctx context.Context, url, topic string) (map[int32]int64, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	rows, err := pool.Query(ctx, qLedgerPositions, topic)
+	if err != nil {
+		return nil, err
+	}
+	next := map[int32]int64{}
+	var p int32
+	var off int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &off}, func() error { next[p] = off; return nil })
+	return next, err
 }
