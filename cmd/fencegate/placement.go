@@ -58,7 +58,7 @@ const setPartitionsHint = "fencegate routes set-partitions --config F --pattern 
 func checkPlacements(ctx context.Context, store *leasestore.Store, router *txnmap.Router) error {
 	recorded, err := store.Placements(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (route_placements comes with lease-store migration 5: run `fencegate migrate` or serve --migrate)", err)
 	}
 	for _, r := range router.Routes() {
 		p, ok := recorded[r.Pattern]
