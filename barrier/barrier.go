@@ -34,6 +34,11 @@ const (
 const MinKeyLen = 16
 
 // Grant is the generation a barrier opens.
+//
+// Topic, Partition and Partitions are the placement the generation was
+// written under: the partition the gateway wrote the barrier to and the
+// route's partition count then. A barrier written before they existed
+// has none (Partitions 0; HasPlacement false) and still opens.
 type Grant struct {
 	Lease           string    `json:"lease"`
 	Token           int64     `json:"token"`
@@ -42,7 +47,14 @@ type Grant struct {
 	ProducerID      int64     `json:"producer_id"`
 	Epoch           int16     `json:"epoch"`
 	IssuedAt        time.Time `json:"issued_at"`
+	Topic           string    `json:"topic,omitempty"`
+	Partition       int32     `json:"partition,omitempty"`
+	Partitions      int32     `json:"partitions,omitempty"`
 }
+
+// HasPlacement reports whether the grant signs its placement (every
+// barrier written since placements were signed does).
+func (g Grant) HasPlacement() bool { return g.Partitions > 0 }
 
 // envelope is the barrier record's value: the grant exactly as signed, and
 // the signature over those bytes.

@@ -244,8 +244,8 @@ func (g *Gateway) Close() {
 	})
 }
 
-// Ready checks that Postgres and Kafka answer and the replica is not
-// draining.
+// Ready checks that Postgres and Kafka answer, that every route's topic
+// has the route's partition count, and that the replica is not draining.
 func (g *Gateway) Ready(ctx context.Context) error {
 	if g.draining.Load() {
 		return errDraining()
@@ -253,7 +253,7 @@ func (g *Gateway) Ready(ctx context.Context) error {
 	if err := g.store.Ping(ctx); err != nil {
 		return err
 	}
-	return g.insp.ping(ctx)
+	return g.insp.ping(ctx, g.router.Routes())
 }
 
 // Sessions returns the number of live sessions on this replica.

@@ -240,10 +240,12 @@ func (g *Gateway) bump(ctx context.Context, s *session) error {
 }
 
 // writeBarrier commits the signed generation barrier in its own
-// transaction.
+// transaction. The barrier signs the placement it is written under, by
+// which the materializer judges it after the route's partitions change.
 func (g *Gateway) writeBarrier(ctx context.Context, s *session) error {
 	value, err := g.signer.Seal(barrier.Grant{Lease: s.name, Token: s.token, Owner: s.owner,
-		TransactionalID: s.place.TransactionalID, ProducerID: s.producerID, Epoch: s.epoch, IssuedAt: time.Now().UTC()})
+		TransactionalID: s.place.TransactionalID, ProducerID: s.producerID, Epoch: s.epoch, IssuedAt: time.Now().UTC(),
+		Topic: s.place.Topic, Partition: s.place.Partition, Partitions: s.place.Partitions})
 	if err != nil {
 		return err
 	}

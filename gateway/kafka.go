@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/kafkaconn"
+	"github.com/fencegate/fencegate/txnmap"
 )
 
 // KafkaConfig says how the gateway reaches Kafka: the connection shared
@@ -316,6 +317,8 @@ var epochBumping = map[kafka.ErrorCode]bool{
 type inspector struct {
 	cl   *kgo.Client
 	conn kafkaconn.Config
+	// auth remembers a refused SASL login, which readiness names.
+	auth *kafkaconn.AuthWatch
 }
 
 func newInspector(cfg KafkaConfig) (*inspector, error) {
@@ -323,11 +326,12 @@ func newInspector(cfg KafkaConfig) (*inspector, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(opts...)
+	auth := &kafkaconn.AuthWatch{}
+	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(auth))...)
 	if err != nil {
 		return nil, err
 	}
-	return &inspector{cl: cl, conn: cfg.Config}, nil
+	return &inspector{cl: cl, conn: cfg.Config, auth: auth}, nil
 }
 
 // producerIdentity returns the producer id and epoch the coordinator holds
@@ -351,12 +355,30 @@ func (in *inspector) producerIdentity(ctx context.Context, transactionalID strin
 	return 0, 0, fmt.Errorf("%w: describe transactions: no state for %q", ErrKafkaUnavailable, transactionalID)
 }
 
-// ping asks the cluster for metadata.
-func (in *inspector) ping(ctx context.Context) error {
+// ping asks the cluster for the metadata of the routes' topics and checks
+// each route's partition count against its topic's (FM31).
+func (in *inspector) ping(ctx context.Context, routes []txnmap.Route) error {
 	req := kmsg.NewPtrMetadataRequest()
-	if _, err := req.RequestWith(ctx, in.cl); err != nil {
+	for _, r := range routes {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(r.Topic)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, in.cl)
+	if err != nil {
 		// A refused TLS or SASL handshake says which setting to check.
-		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, in.conn.Explain(err))
+		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, in.auth.Explain(in.conn, err))
+	}
+	has := map[string]int32{}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			has[*t.Topic] = int32(len(t.Partitions))
+		}
+	}
+	for _, r := range routes {
+		if err := r.CheckPartitions(has[r.Topic]); err != nil {
+			return fmt.Errorf("%w: %w", ErrKafkaUnavailable, err)
+		}
 	}
 	return nil
 }

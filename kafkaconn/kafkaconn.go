@@ -122,6 +122,11 @@ func (c Config) Validate() error {
 		if c.SASLPassword != "" && c.SASLPasswordFile != "" {
 			return errors.New("kafka: SASL password given both directly and as a file; give one")
 		}
+		// Without a password the login can only fail, and only at the
+		// first connection, as a timeout (FM32).
+		if c.SASLPassword == "" && c.SASLPasswordFile == "" {
+			return fmt.Errorf("kafka: %s with SASL user %q but no SASL password: set FENCEGATE_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file", c.Protocol(), c.SASLUser)
+		}
 		if _, err := c.password(); err != nil {
 			return err
 		}
@@ -298,13 +303,14 @@ func (c Config) Probe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
+	watch := &AuthWatch{}
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0), kgo.WithHooks(watch))...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	_, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
-	return c.Explain(err)
+	return watch.Explain(c, err)
 }
 
 // Explain wraps a failed TLS verification or SASL authentication in

@@ -404,11 +404,7 @@ func (m *Materializer) checkBarrier(key partitionKey, st barrier.Stamp, value []
 	if g.Lease != st.Lease || g.Token != st.Token {
 		return g, fmt.Sprintf("signed for lease %q token %d, headers say %q token %d", g.Lease, g.Token, st.Lease, st.Token)
 	}
-	p, err := m.router.Resolve(g.Lease)
-	if err != nil || p.Topic != key.topic || p.Partition != key.partition {
-		return g, fmt.Sprintf("lease %q does not live on %s/%d", g.Lease, key.topic, key.partition)
-	}
-	return g, ""
+	return g, m.checkPlacement(key, g)
 }
 
 func (a *applyTx) reject(r *kafka.Message, st barrier.Stamp, v Verdict, detail string) {

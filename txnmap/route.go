@@ -37,6 +37,10 @@ type Placement struct {
 	TransactionalID string
 	Topic           string
 	Partition       int32
+	// Partitions is the partition count Partition was chosen under (the
+	// route's); a barrier signs it, so that it is judged by the placement
+	// it was written under after the route grows.
+	Partitions int32
 }
 
 // ErrNoRoute is returned (wrapped) when no route matches a lease name.
@@ -91,7 +95,22 @@ func (r *Router) Routes() []Route { return append([]Route(nil), r.routes...) }
 
 // Resolve validates name and returns its placement from the first matching
 // route.
-func (r *Router) Resolve(name string) (Placement, error) {
+func (r *Router) Resolve(name string) (Placement, error) { return r.resolve(name, 0) }
+
+// ResolveUnder returns name's placement from the first matching route as
+// if that route had partitions partitions (>= 1): where the route's rule
+// put the lease before the route's partition count changed. It is the one
+// rule for a barrier written under an older partition count.
+func (r *Router) ResolveUnder(name string, partitions int32) (Placement, error) {
+	if partitions < 1 {
+		return Placement{}, fmt.Errorf("partitions must be >= 1, got %d", partitions)
+	}
+	return r.resolve(name, partitions)
+}
+
+// resolve is Resolve with the matching route's partition count replaced
+// by partitions unless it is 0.
+func (r *Router) resolve(name string, partitions int32) (Placement, error) {
 	tid, err := TransactionalID(r.prefix, name)
 	if err != nil {
 		return Placement{}, err
@@ -100,11 +119,14 @@ func (r *Router) Resolve(name string) (Placement, error) {
 		if !Match(rt.Pattern, name) {
 			continue
 		}
+		if partitions != 0 {
+			rt.Partitions = partitions
+		}
 		p, err := rt.partition(name)
 		if err != nil {
 			return Placement{}, err
 		}
-		return Placement{Name: name, TransactionalID: tid, Topic: rt.Topic, Partition: p}, nil
+		return Placement{Name: name, TransactionalID: tid, Topic: rt.Topic, Partition: p, Partitions: rt.Partitions}, nil
 	}
 	return Placement{}, fmt.Errorf("%w %q", ErrNoRoute, name)
 }
@@ -177,4 +199,15 @@ func Murmur2(data []byte) int32 {
 	h *= m
 	h ^= h >> 15
 	return int32(h)
+}
+
+// CheckPartitions says why a topic of has partitions cannot carry r, or
+// nil: with more named than the topic has, a lease placed beyond it fails
+// at Kafka ("Unknown partition"); with fewer, partitions stay unused and
+// unread. The one comparison of a route with its topic (FM31).
+func (r Route) CheckPartitions(has int32) error {
+	if has == r.Partitions {
+		return nil
+	}
+	return fmt.Errorf("route %q names %d partitions but topic %s has %d", r.Pattern, r.Partitions, r.Topic, has)
 }

@@ -52,14 +52,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Warn("DEVELOPMENT BROKER: kfake from franz-go, in-process, NOT Apache Kafka; for development and tests only",
 		"addr", *kafkaListen)
 	// Migrate once before both components start.
-	pool, _, err := openStore(ctx, f.databaseURL, true, false, 0, 0)
+	pool, store, err := openStore(ctx, f.databaseURL, true, false, 0, 0)
 	if err != nil {
 		return err
 	}
 	// The development broker starts empty every time; the ledger of an
-	// earlier run would point at offsets that no longer exist.
+	// earlier run would point at offsets that no longer exist, and its
+	// topics are made from this config, whatever partitions an earlier
+	// run recorded.
 	if _, err = schema.Migrate(ctx, pool); err == nil {
 		err = schema.Reset(ctx, pool)
+	}
+	if err == nil {
+		err = store.ForgetPlacements(ctx)
 	}
 	pool.Close()
 	if err != nil {

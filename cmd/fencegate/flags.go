@@ -88,6 +88,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
+// defaultKafkaBrokers is the --kafka-brokers default of every command.
+const defaultKafkaBrokers = "127.0.0.1:9092"
+
 // commonFlags are the settings gateway and materializer share.
 type commonFlags struct {
 	databaseURL string
@@ -109,7 +112,7 @@ type commonFlags struct {
 
 func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
 	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
-	fs.StringVar(&f.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	fs.StringVar(&f.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
 	f.registerKafka(fs, principal)
 	fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file (required; `fencegate dev` uses deploy/dev/fencegate.yaml)")
 	secretVar(fs, &f.barrierKey, "barrier-key", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer; "+

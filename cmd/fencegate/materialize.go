@@ -55,7 +55,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		return err
 	}
 	conn := f.kafkaConn()
-	if err := probeKafka(ctx, conn, log); err != nil {
+	if err := checkKafka(ctx, conn, router, log); err != nil {
 		return err
 	}
 	pool, err := openLedger(ctx, f.databaseURL, f.migrate)

@@ -111,7 +111,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	conn := f.kafkaConn()
-	if err := probeKafka(ctx, conn, log); err != nil {
+	if err := checkKafka(ctx, conn, router, log); err != nil {
 		return err
 	}
 	pool, store, err := openStore(ctx, f.databaseURL, f.migrate, true, f.minTTL, f.maxTTL)
@@ -119,6 +119,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer pool.Close()
+	if err := checkPlacements(ctx, store, router); err != nil {
+		return err
+	}
 	warmStore(ctx, store, pool, log)
 	mp, metricsHandler, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Gateway, Instance: f.replica})
 	if err != nil {
@@ -180,22 +183,24 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 // certificate that does not verify or a SASL login that fails is a
 // configuration error no retry mends. A cluster that is not reachable yet
 // is only logged; readiness reports it until it is.
-func probeKafka(ctx context.Context, conn kafkaconn.Config, log *slog.Logger) error {
+//
+// It reports whether the cluster answered.
+func probeKafka(ctx context.Context, conn kafkaconn.Config, log *slog.Logger) (bool, error) {
 	if err := conn.Validate(); err != nil {
-		return err
+		return false, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	err := conn.Probe(pctx)
 	switch {
 	case errors.Is(err, kafkaconn.ErrHandshake):
-		return err
+		return false, err
 	case err != nil:
-		log.Warn("kafka not reachable yet; starting, not ready until it is", "kafka", conn, "error", err)
-	default:
-		log.Info("kafka reachable", "kafka", conn)
+		log.Warn("kafka not reachable yet; starting, not ready until it is (route partition counts not checked)", "kafka", conn, "error", err)
+		return false, nil
 	}
-	return nil
+	log.Info("kafka reachable", "kafka", conn)
+	return true, nil
 }
 
 // openStore opens the lease store's pool, migrates when asked and verifies

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fencegate/fencegate/kafkaconn"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// probeTimeout bounds each check of the cluster at start.
+const probeTimeout = 10 * time.Second
+
+// checkKafka refuses to start on a connection the cluster refuses
+// (probeKafka) or on a route whose partition count its topic does not
+// have (FM31): with more, the first acquire of a lease beyond the topic
+// fails at Kafka ("Unknown partition"); with fewer, partitions stay
+// unused and the materializer never reads them. A cluster not reachable
+// yet is logged and the counts go unchecked.
+func checkKafka(ctx context.Context, conn kafkaconn.Config, router *txnmap.Router, log *slog.Logger) error {
+	reachable, err := probeKafka(ctx, conn, log)
+	if err != nil || !reachable {
+		return err
+	}
+	return checkTopics(ctx, conn, router)
+}
+
+// checkTopics compares every route's partition count with its topic's.
+func checkTopics(ctx context.Context, conn kafkaconn.Config, router *txnmap.Router) error {
+	for _, r := range router.Routes() {
+		n, err := topicPartitions(ctx, conn, r.Topic)
+		if err != nil {
+			return fmt.Errorf("route %q: %w", r.Pattern, err)
+		}
+		if err := r.CheckPartitions(n); err != nil {
+			return fmt.Errorf("%w: set partitions: %d in the config (to grow the topic, see the RUNBOOK: growing a topic's partitions)", err, n)
+		}
+	}
+	return nil
+}
+
+func topicPartitions(ctx context.Context, conn kafkaconn.Config, topic string) (int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return conn.TopicPartitions(ctx, topic)
+}
+
+// setPartitionsHint names the command that changes a route's partitions.
+const setPartitionsHint = "fencegate routes set-partitions --config F --pattern P --partitions N"
+
+// checkPlacements records each route's placement on first start and
+// refuses a config whose partition count differs from the recorded one:
+// changing it is `fencegate routes set-partitions` (FM31).
+func checkPlacements(ctx context.Context, store *leasestore.Store, router *txnmap.Router) error {
+	recorded, err := store.Placements(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (route_placements comes with lease-store migration 5: run `fencegate migrate` or serve --migrate)", err)
+	}
+	for _, r := range router.Routes() {
+		p, ok := recorded[r.Pattern]
+		if !ok {
+			if err := store.RecordFirstPlacement(ctx, r.Pattern, r.Topic, r.Partitions); err != nil {
+				return err
+			}
+			continue
+		}
+		if p.Partitions != r.Partitions {
+			return fmt.Errorf("route %q names %d partitions but its recorded placement (version %d, %s) has %d: "+
+				"a route's partitions change only with `%s` (RUNBOOK: growing a topic's partitions)",
+				r.Pattern, r.Partitions, p.Version, p.RecordedAt.Format(time.RFC3339), p.Partitions, setPartitionsHint)
+		}
+	}
+	return nil
+}
+
+// errRefused marks a set-partitions the state of the system refuses
+// (live leases, a ledger behind, a topic of another size).
+var errRefused = errors.New("refused")

@@ -1,0 +1,99 @@
+package kafkaconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrNoTopic is returned (wrapped) by TopicPartitions for a topic the
+// cluster does not have.
+var ErrNoTopic = errors.New("kafka: no such topic")
+
+// TopicPartitions returns how many partitions topic has, from one
+// metadata request that never creates the topic.
+func (c Config) TopicPartitions(ctx context.Context, topic string) (int32, error) {
+	var n int32
+	err := c.withClient(func(cl *kgo.Client) error {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.Topics {
+			if t.Topic == nil || *t.Topic != topic {
+				continue
+			}
+			if errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.UnknownTopicOrPartition) {
+				return fmt.Errorf("%w: %s", ErrNoTopic, topic)
+			}
+			if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+				return fmt.Errorf("kafka: metadata of %s: %w", topic, err)
+			}
+			n = int32(len(t.Partitions))
+			return nil
+		}
+		return fmt.Errorf("%w: %s (not in the metadata answer)", ErrNoTopic, topic)
+	})
+	return n, err
+}
+
+// LastStableOffsets returns the last stable offset of partitions 0 to
+// partitions-1 of topic: what a read_committed reader such as the
+// materializer can read up to.
+func (c Config) LastStableOffsets(ctx context.Context, topic string, partitions int32) ([]int64, error) {
+	out := make([]int64, partitions)
+	err := c.withClient(func(cl *kgo.Client) error {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = 1 // read_committed: the last stable offset
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for p := range partitions {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1 // -1: the end
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		shards := cl.RequestSharded(ctx, req)
+		for _, sh := range shards {
+			if sh.Err != nil {
+				return sh.Err
+			}
+			for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, p := range t.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+						return fmt.Errorf("kafka: last stable offset of %s/%d: %w", topic, p.Partition, err)
+					}
+					if p.Partition >= 0 && p.Partition < partitions {
+						out[p.Partition] = p.Offset
+					}
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// withClient runs fn with a franz-go client of the connection, closed
+// after; its error is explained as Probe's is.
+func (c Config) withClient(fn func(*kgo.Client) error) error {
+	opts, err := c.KgoOpts()
+	if err != nil {
+		return err
+	}
+	watch := &AuthWatch{}
+	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(watch))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return watch.Explain(c, fn(cl))
+}
