@@ -3,6 +3,8 @@ package gateway
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
+	"encoding/asn1"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -38,19 +40,34 @@ type Authenticator struct {
 	clients []Client
 }
 
-// NewAuthenticator validates the clients' hashes and patterns.
+// NewAuthenticator validates the clients' hashes and patterns. It refuses
+// a config that could be read two ways (FM44): a name, a token hash or a
+// certificate_cn of two clients (a shared hash gave the token the last
+// client's rights, a shared name one in-flight cap and one owner binding
+// to two clients), an allow pattern Match cannot read (it would match
+// nothing, silently), and an act_for naming no client.
 func NewAuthenticator(clients []Client) (*Authenticator, error) {
 	out := make([]Client, len(clients))
-	cns := map[string]bool{}
+	names, hashes, cns := map[string]bool{}, map[string]string{}, map[string]bool{}
 	for i, c := range clients {
 		if c.Name == "" {
 			return nil, fmt.Errorf("client %d: empty name", i)
 		}
+		if names[c.Name] {
+			return nil, fmt.Errorf("client %q is named twice: each client needs its own name (its in-flight cap and the leases bound to it are per name)", c.Name)
+		}
+		names[c.Name] = true
 		if c.TokenSHA256 != "" || c.CertificateCN == "" {
 			h, err := hex.DecodeString(c.TokenSHA256)
 			if err != nil || len(h) != sha256.Size {
 				return nil, fmt.Errorf("client %q: token_sha256 must be 64 hex digits (or give certificate_cn only)", c.Name)
 			}
+			// Keyed by the bytes, so that upper- and lower-case hex of one
+			// hash are one token.
+			if other, ok := hashes[string(h)]; ok {
+				return nil, fmt.Errorf("client %q: token_sha256 is client %q's too: one token must name one client", c.Name, other)
+			}
+			hashes[string(h)] = c.Name
 			c.hash = h
 		}
 		if c.CertificateCN != "" {
@@ -58,6 +75,11 @@ func NewAuthenticator(clients []Client) (*Authenticator, error) {
 				return nil, fmt.Errorf("client %q: certificate_cn %q names another client too", c.Name, c.CertificateCN)
 			}
 			cns[c.CertificateCN] = true
+		}
+		for _, p := range c.Allow {
+			if err := txnmap.ValidatePattern(p); err != nil {
+				return nil, fmt.Errorf("client %q: allow pattern %q: %w", c.Name, p, err)
+			}
 		}
 		out[i] = c
 	}
@@ -99,13 +121,35 @@ func (a *Authenticator) authenticateRequest(r *http.Request) (*Client, *Error) {
 	}
 	// VerifiedChains is set only when the server verified the certificate
 	// against --tls-client-ca: an unverified certificate names no one.
-	cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+	leaf := r.TLS.VerifiedChains[0][0]
+	// A subject with two common names is read differently by different
+	// code: Go keeps the last, OpenSSL-based CA policies often check the
+	// first. Such a certificate names no one (FM44).
+	if n := commonNames(leaf); n > 1 {
+		return nil, errorf(CodeUnauthorized, "the client certificate's subject has %d common names; a certificate names a client by exactly one", n)
+	}
+	cn := leaf.Subject.CommonName
 	for i := range a.clients {
 		if cn != "" && a.clients[i].CertificateCN == cn {
 			return &a.clients[i], nil
 		}
 	}
 	return nil, errorf(CodeUnauthorized, "no bearer token, and no client has certificate_cn %q", cn)
+}
+
+// oidCommonName is the X.520 commonName attribute type.
+var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
+
+// commonNames counts the common-name attributes of c's subject
+// (Subject.Names holds every attribute parsed, in order).
+func commonNames(c *x509.Certificate) int {
+	n := 0
+	for _, a := range c.Subject.Names {
+		if a.Type.Equal(oidCommonName) {
+			n++
+		}
+	}
+	return n
 }
 
 // authenticate returns the client of an Authorization header value.

@@ -72,8 +72,8 @@ func NewRouter(prefix string, routes []Route) (*Router, error) {
 }
 
 func (r Route) validate() error {
-	if _, err := path.Match(r.Pattern, ""); err != nil || r.Pattern == "" {
-		return fmt.Errorf("bad pattern")
+	if err := ValidatePattern(r.Pattern); err != nil {
+		return fmt.Errorf("bad pattern: %w", err)
 	}
 	if r.Topic == "" {
 		return fmt.Errorf("empty topic")
@@ -160,9 +160,24 @@ func trailingNumber(name string) (uint64, error) {
 // Match reports whether a lease name matches a glob pattern ('*' any run
 // of bytes, '?' one byte, '[...]' a class). It is the one matcher for
 // routes and for client authorisation.
+//
+// A malformed pattern matches nothing; ValidatePattern refuses it at load.
 func Match(pattern, name string) bool {
 	ok, err := path.Match(pattern, name)
 	return err == nil && ok
+}
+
+// ValidatePattern refuses a pattern Match cannot read (path.ErrBadPattern:
+// an unclosed '[', a trailing backslash) or the empty pattern: either would
+// match no lease, silently.
+func ValidatePattern(pattern string) error {
+	if pattern == "" {
+		return errors.New("empty pattern")
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Murmur2 is the 32-bit murmur2 hash with Kafka's seed, as Kafka's default

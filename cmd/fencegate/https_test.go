@@ -248,3 +248,43 @@ func pemBlock(t *testing.T, b []byte) []byte {
 	}
 	return blk.Bytes
 }
+
+// TestFM44_TwoCommonNamesRefused: over mutual TLS, a verified client
+// certificate whose subject holds two common names ("intruder", then the
+// certificate_cn "worker-7" of cert-worker) names no client: 401, though
+// Go's Subject.CommonName is the last one, "worker-7", and a CA whose
+// policy checked only the first would have signed it. The same CA's
+// one-name certificate for worker-7 still authenticates.
+func TestFM44_TwoCommonNamesRefused(t *testing.T) {
+	t.Parallel()
+	ca := kafkatest.NewCA(t, "gateway-ca")
+	srv := ca.Server(t, "gateway")
+	clients := kafkatest.NewCA(t, "worker-ca")
+	addr := startServe(t, gateway.ServerConfig{TLSCertFile: srv.CertFile, TLSKeyFile: srv.KeyFile, TLSClientCAFile: clients.CertFile})
+	get := func(cert kafkatest.Pair) (int, string) {
+		t.Helper()
+		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: ca.Pool, Certificates: []tls.Certificate{cert.TLS}}}}
+		defer c.CloseIdleConnections()
+		resp, err := c.Get("https://" + addr + "/v1/leases?prefix=shard:7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	two := clients.ClientWithCNs(t, "intruder", "worker-7")
+	if cn := mustParse(t, two.CertFile).Subject.CommonName; cn != "worker-7" {
+		t.Fatalf("Go reads the two-name certificate as %q; the test expects the last name", cn)
+	}
+	if code, body := get(two); code != http.StatusUnauthorized || !strings.Contains(body, "common name") {
+		t.Fatalf("a certificate with two common names: %d %s, want 401 naming the cause", code, body)
+	}
+	if code, body := get(clients.ClientWithCNs(t, "worker-7", "worker-7")); code != http.StatusUnauthorized {
+		t.Fatalf("a certificate naming worker-7 twice: %d %s, want 401", code, body)
+	}
+	if code, body := get(clients.Client(t, "worker-7")); code != http.StatusOK {
+		t.Fatalf("the one-name certificate of worker-7: %d %s", code, body)
+	}
+}

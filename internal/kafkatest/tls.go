@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -97,7 +98,7 @@ func (ca *CA) Server(t testing.TB, name string) Pair {
 
 // ServerPair is Server outside a test.
 func (ca *CA) ServerPair(name string) (Pair, error) {
-	return ca.issue(name, x509.ExtKeyUsageServerAuth, []string{"localhost"},
+	return ca.issue(pkix.Name{CommonName: name}, x509.ExtKeyUsageServerAuth, []string{"localhost"},
 		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")})
 }
 
@@ -109,8 +110,24 @@ func (ca *CA) Client(t testing.TB, name string) Pair {
 
 // ClientPair is Client outside a test.
 func (ca *CA) ClientPair(name string) (Pair, error) {
-	return ca.issue(name, x509.ExtKeyUsageClientAuth, nil, nil)
+	return ca.issue(pkix.Name{CommonName: name}, x509.ExtKeyUsageClientAuth, nil, nil)
 }
+
+// ClientWithCNs issues a client certificate whose subject holds one
+// common-name attribute per entry of cns, in that order (Go's
+// Subject.CommonName keeps the last; OpenSSL-based CA policies often check
+// the first).
+func (ca *CA) ClientWithCNs(t testing.TB, cns ...string) Pair {
+	t.Helper()
+	var subject pkix.Name
+	for _, cn := range cns {
+		subject.ExtraNames = append(subject.ExtraNames, pkix.AttributeTypeAndValue{Type: oidCommonName, Value: cn})
+	}
+	return must(t)(ca.issue(subject, x509.ExtKeyUsageClientAuth, nil, nil))
+}
+
+// oidCommonName is the X.520 commonName attribute type.
+var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
 
 func must(t testing.TB) func(Pair, error) Pair {
 	return func(p Pair, err error) Pair {
@@ -122,13 +139,13 @@ func must(t testing.TB) func(Pair, error) Pair {
 	}
 }
 
-func (ca *CA) issue(name string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (Pair, error) {
+func (ca *CA) issue(subject pkix.Name, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
+		SerialNumber: serial(), Subject: subject,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		DNSNames: dns, IPAddresses: ips,
@@ -148,6 +165,10 @@ func (ca *CA) issue(name string, usage x509.ExtKeyUsage, dns []string, ips []net
 		return Pair{}, err
 	}
 	out := Pair{TLS: pair}
+	name := subject.CommonName
+	if name == "" {
+		name = "cns"
+	}
 	if out.CertFile, err = ca.write(name+"-"+serialName(tmpl)+".pem", certPEM); err != nil {
 		return Pair{}, err
 	}
