@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 
@@ -21,10 +22,20 @@ const devBarrierKey = "fencegate-development-barrier-key"
 // dev-token, allowed on every lease.
 const devConfig = "deploy/dev/fencegate.yaml"
 
+// devToken is the bearer token of the development file: public, so serve
+// refuses a config that accepts it outside `fencegate dev` (FM45).
+const devToken = "dev-token"
+
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
 	fs := flagSet("dev", stderr)
 	f.register(fs)
+	// dev clears the ledger of its database at start: its own, unless
+	// told otherwise, and never one it did not create (FM45).
+	db := fs.Lookup("database-url")
+	db.DefValue, db.Usage = devDatabaseURL, "Postgres URL of dev's own database: created and marked by dev when missing; "+
+		"a database dev did not create is refused, never cleared"
+	_ = db.Value.Set(devDatabaseURL)
 	kafkaListen := fs.String("kafka-listen", "127.0.0.1:9092", "listen address of the embedded development broker")
 	matListen := fs.String("materializer-listen", "127.0.0.1:8081", "listen address of the materializer's HTTP port")
 	if err := parse(fs, args); err != nil {
@@ -32,6 +43,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	f.migrate = true
 	// Only dev runs on the development file and key: both are public.
+	f.dev = true
 	if f.configPath == "" {
 		f.configPath = devConfig
 	}
@@ -43,6 +55,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if err := resetDevDatabase(ctx, f.databaseURL, log); err != nil {
+		return err
+	}
 	cluster, err := startDevBroker(*kafkaListen, fc)
 	if err != nil {
 		return err
@@ -51,32 +66,43 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f.brokers = *kafkaListen
 	log.Warn("DEVELOPMENT BROKER: kfake from franz-go, in-process, NOT Apache Kafka; for development and tests only",
 		"addr", *kafkaListen)
-	// Migrate once before both components start.
-	pool, store, err := openStore(ctx, f.databaseURL, true, false, 0, 0)
-	if err != nil {
-		return err
-	}
-	// The development broker starts empty every time; the ledger of an
-	// earlier run would point at offsets that no longer exist, and its
-	// topics are made from this config, whatever partitions an earlier
-	// run recorded.
-	if _, err = schema.Migrate(ctx, pool); err == nil {
-		err = schema.Reset(ctx, pool)
-	}
-	if err == nil {
-		err = store.ForgetPlacements(ctx)
-	}
-	pool.Close()
-	if err != nil {
-		return err
-	}
-	log.Info("development broker is empty: materializer state cleared (fences, ledger, positions)")
 	mf := materializeFlags{commonFlags: f.commonFlags, listen: *matListen}
 	mf.migrate = false
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, f, log.With("component", "gateway"), nil) })
 	g.Go(func() error { return materialize(gctx, mf, log.With("component", "materializer")) })
 	return g.Wait()
+}
+
+// resetDevDatabase migrates dev's database and clears its ledger and
+// recorded route placements, once it is sure dev created that database
+// (ensureDevDatabase); any other database is refused untouched.
+//
+// The development broker starts empty every time; the ledger of an
+// earlier run would point at offsets that no longer exist, and its topics
+// are made from this config, whatever partitions an earlier run recorded.
+func resetDevDatabase(ctx context.Context, url string, log *slog.Logger) error {
+	name, err := ensureDevDatabase(ctx, url, log)
+	if err != nil {
+		return err
+	}
+	pool, store, err := openStore(ctx, url, true, false, 0, 0)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err = schema.Migrate(ctx, pool); err == nil {
+		err = schema.Reset(ctx, pool)
+	}
+	if err == nil {
+		err = store.ForgetPlacements(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	log.Info("development broker is empty: materializer state and route placements cleared (fences, ledger, positions, placements)",
+		"database", name)
+	return nil
 }
 
 // startDevBroker starts kfake on addr with every routed topic created.

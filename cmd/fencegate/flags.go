@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -108,6 +109,9 @@ type commonFlags struct {
 	barrierKeyFile string
 	migrate        bool
 	logJSON        bool
+	// dev is set by `fencegate dev` only (no flag): it alone may run on
+	// the public development key and token (FM45).
+	dev bool
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
@@ -156,7 +160,13 @@ func (f *commonFlags) requireConfig(cmd string) error {
 // barrierKeys returns the signing key and the keys that only verify. The
 // keys come from FENCEGATE_BARRIER_KEY (comma-separated) or
 // --barrier-key-file (one a line), never both.
-func (f *commonFlags) barrierKeys() ([]byte, [][]byte, error) {
+//
+// It refuses a key everyone can read (FM45): the development key outside
+// `fencegate dev`, and a placeholder of the deployment examples
+// ("REPLACE-..."), whichever position it holds (a verify-only key
+// accepts every barrier signed with it). A key file readable by group or
+// others is logged at WARN with its path and mode.
+func (f *commonFlags) barrierKeys(log *slog.Logger) ([]byte, [][]byte, error) {
 	raw, sep := f.barrierKey, ","
 	if f.barrierKeyFile != "" {
 		if f.barrierKey != "" {
@@ -166,6 +176,7 @@ func (f *commonFlags) barrierKeys() ([]byte, [][]byte, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("barrier key file: %w", err)
 		}
+		warnReadableKeyFile(f.barrierKeyFile, log)
 		raw, sep = string(b), "\n"
 	}
 	var keys [][]byte
@@ -177,7 +188,44 @@ func (f *commonFlags) barrierKeys() ([]byte, [][]byte, error) {
 	if len(keys) == 0 {
 		return nil, nil, errors.New("no barrier key: set FENCEGATE_BARRIER_KEY or --barrier-key-file (at least 16 bytes, the same for gateway and materializer)")
 	}
+	for i, k := range keys {
+		if err := f.refusePublicKey(string(k)); err != nil {
+			return nil, nil, fmt.Errorf("barrier key %d of %d: %w", i+1, len(keys), err)
+		}
+	}
 	return keys[0], keys[1:], nil
+}
+
+// placeholderPrefix starts every placeholder of the deployment examples
+// (deploy/k8s/secret.example.yaml: REPLACE-with-openssl-rand-hex-32).
+const placeholderPrefix = "REPLACE"
+
+// refusePublicKey refuses a barrier key that is public: anyone holding it
+// signs barriers the materializer accepts. The error never repeats a key.
+func (f *commonFlags) refusePublicKey(k string) error {
+	switch {
+	case k == devBarrierKey && !f.dev:
+		return errors.New("it is the development barrier key, public in the source; only `fencegate dev` runs on it: " +
+			"make a key with `openssl rand -hex 32` (docs/security.md)")
+	case strings.HasPrefix(strings.ToUpper(k), placeholderPrefix):
+		return errors.New("it is a placeholder of the deployment examples (REPLACE-...), not a key: " +
+			"make one with `openssl rand -hex 32` (docs/security.md)")
+	}
+	return nil
+}
+
+// warnReadableKeyFile logs a key file that users other than its owner
+// may read: each of them can sign barriers. Kubernetes (0440 with
+// fsGroup) and compose (0644 inside the 0700 secrets/) ship such modes on
+// purpose, and the warning says so.
+func warnReadableKeyFile(path string, log *slog.Logger) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o044 == 0 {
+		return
+	}
+	log.Warn("barrier key file is readable by group or others: every user who can read it can sign barriers; "+
+		"make it 0600 (or 0400), or make sure its directory or group admits this service only",
+		"path", path, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
 }
 
 // secret is a string flag that takes its value from the environment

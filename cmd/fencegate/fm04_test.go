@@ -26,7 +26,7 @@ func TestFM04_ServeRefusesCachedSequence(t *testing.T) {
 	ready := make(chan string, 1)
 	f := serveFlags{listen: "127.0.0.1:0", replica: "r1", minTTL: time.Millisecond, maxTTL: time.Hour,
 		txnTimeout: 10 * time.Second, commonFlags: commonFlags{databaseURL: db.URL, brokers: "127.0.0.1:1",
-			configPath: "../../deploy/dev/fencegate.yaml", barrierKey: "0123456789abcdef0123"}}
+			configPath: routeConfig(t, "shard-output", 16), barrierKey: "0123456789abcdef0123"}}
 	err := serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), ready)
 	if !errors.Is(err, leasestore.ErrUnsafeSequence) {
 		t.Fatalf("serve on a CACHE 50 sequence: %v, want ErrUnsafeSequence", err)

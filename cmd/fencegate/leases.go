@@ -24,7 +24,7 @@ func runLeases(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flagSet("leases "+args[0], stderr)
 	gw := fs.String("gateway", "http://127.0.0.1:8080", "gateway URL")
 	token := new(string)
-	*token = "dev-token"
+	*token = devToken
 	secretVar(fs, token, "token", "bearer token (default dev-token, the development token)")
 	prefix := fs.String("prefix", "", "lease name prefix (list)")
 	output := fs.String("o", "table", "output: table or json")

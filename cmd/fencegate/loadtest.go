@@ -42,7 +42,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres: the server for --embedded, the gateway's database otherwise")
 	cfgPath := fs.String("config", "deploy/dev/fencegate.yaml", "the gateway's routes file (without --embedded)")
 	token := new(string)
-	*token = "dev-token"
+	*token = devToken
 	secretVar(fs, token, "token", "workers' bearer token (without --embedded; default dev-token, the development token)")
 	scenario := fs.String("scenario", "", "YAML scenario file (replaces the scenario flags)")
 	jsonOut := fs.String("json", "", "write the JSON report here")

@@ -36,7 +36,10 @@ func TestServeAndOperatorCommands(t *testing.T) {
 	done := make(chan error, 1)
 	f := serveFlags{listen: "127.0.0.1:0", replica: "r1", minTTL: time.Millisecond, maxTTL: time.Hour,
 		txnTimeout: 10 * time.Second, commonFlags: commonFlags{databaseURL: db.URL, brokers: k.Brokers,
-			configPath: cfg, barrierKey: "0123456789abcdef0123", migrate: true}}
+			configPath: cfg, barrierKey: "0123456789abcdef0123", migrate: true,
+			// The operator commands' default token is dev-token, which only
+			// the gateway of `fencegate dev` accepts (FM45).
+			dev: true}}
 	go func() { done <- serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), ready) }()
 	var addr string
 	select {

@@ -50,7 +50,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	key, previous, err := f.barrierKeys()
+	key, previous, err := f.barrierKeys(log)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func TestSecretsNeverInArgv(t *testing.T) {
 	if err := parse(fs, nil); err != nil {
 		t.Fatal(err)
 	}
-	sign, previous, err := f.barrierKeys()
+	sign, previous, err := f.barrierKeys(discard)
 	if err != nil || string(sign) != value || len(previous) != 1 || string(previous[0]) != "older-key-0123456789" {
 		t.Fatalf("keys from the environment: %q %q %v", sign, previous, err)
 	}
@@ -73,15 +73,15 @@ func TestBarrierKeyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := commonFlags{barrierKeyFile: p}
-	sign, previous, err := f.barrierKeys()
+	sign, previous, err := f.barrierKeys(discard)
 	if err != nil || string(sign) != "new-key-0123456789abcdef" || len(previous) != 1 {
 		t.Fatalf("file: %q %q %v", sign, previous, err)
 	}
 	f.barrierKey = "x"
-	if _, _, err := f.barrierKeys(); err == nil || !strings.Contains(err.Error(), "give one") {
+	if _, _, err := f.barrierKeys(discard); err == nil || !strings.Contains(err.Error(), "give one") {
 		t.Fatalf("both: %v", err)
 	}
-	if _, _, err := (&commonFlags{}).barrierKeys(); err == nil || !strings.Contains(err.Error(), "FENCEGATE_BARRIER_KEY or --barrier-key-file") {
+	if _, _, err := (&commonFlags{}).barrierKeys(discard); err == nil || !strings.Contains(err.Error(), "FENCEGATE_BARRIER_KEY or --barrier-key-file") {
 		t.Fatalf("none: %v", err)
 	}
 }

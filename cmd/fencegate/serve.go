@@ -101,12 +101,15 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	if err := f.requireConfig("serve"); err != nil {
 		return err
 	}
-	_, router, auth, err := gateway.LoadFileConfig(f.configPath)
+	fc, router, auth, err := gateway.LoadFileConfig(f.configPath)
 	if err != nil {
 		return err
 	}
+	if err := f.refuseDevToken(fc); err != nil {
+		return err
+	}
 	// Only the signing key: the gateway writes barriers, never reads them.
-	key, _, err := f.barrierKeys()
+	key, _, err := f.barrierKeys(log)
 	if err != nil {
 		return err
 	}
@@ -177,6 +180,23 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		log.Info("drained", "replica", f.replica, "took", time.Since(start))
 	}
 	return listenAndServe(ctx, f.listen, srv, f.http, log, ready, drain)
+}
+
+// refuseDevToken refuses, outside `fencegate dev`, a config with a client
+// that accepts the development bearer token: its hash is in
+// deploy/dev/fencegate.yaml and the token in the README (FM45).
+func (f *serveFlags) refuseDevToken(fc gateway.FileConfig) error {
+	if f.dev {
+		return nil
+	}
+	dev := gateway.HashToken(devToken)
+	for _, c := range fc.Clients {
+		if strings.EqualFold(c.TokenSHA256, dev) {
+			return fmt.Errorf("config %s: client %q accepts the development bearer token %q (public: deploy/dev/fencegate.yaml, the README); "+
+				"only `fencegate dev` runs on it: give the client a token of its own (docs/security.md)", f.configPath, c.Name, devToken)
+		}
+	}
+	return nil
 }
 
 // probeKafka refuses to start on a connection the cluster refuses: a
