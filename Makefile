@@ -4,6 +4,8 @@ PG := deploy/dev/pg.sh
 PROM := deploy/dev/prom.sh
 # Packaging checks without a container engine or cluster (compose, systemd, k8s schemas).
 LINT_DEPLOY := deploy/check/lint-deploy.sh
+# The dependency scan (govulncheck; says NOT SCANNED when it has no database).
+VULNCHECK := deploy/check/vulncheck.sh
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The OpenAPI linter (npm; Debian: apt-get install nodejs npm).
@@ -11,7 +13,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: lint-deploy help test test-external lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
+.PHONY: vulncheck lint-deploy help test test-external lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -46,13 +48,17 @@ test-external: ## release check: the tests that need no fault injection, against
 		grep -oE '_test\.go:[0-9]+: needs .*' test-external.log | sed -E 's/^[^ ]+ //' | sort | uniq -c; \
 		exit $$rc
 
-lint: ## go vet, gofmt -l, staticcheck, the OpenAPI linter and the packaging checks (lint-deploy)
+lint: ## go vet, gofmt -l, staticcheck, the OpenAPI linter, the packaging checks (lint-deploy) and the dependency scan (vulncheck)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run $(STATICCHECK) ./...
 	cd client && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	npx --yes $(REDOCLY) lint --config api/redocly.yaml api/openapi.yaml
 	@$(LINT_DEPLOY)
+	@$(VULNCHECK)
+
+vulncheck: ## govulncheck over both modules, against a local copy of the Go vulnerability database (FENCEGATE_VULNDB=https://vuln.go.dev where reachable); report in vulncheck.log
+	@$(VULNCHECK)
 
 lint-deploy: ## packaging checks: docker-compose config, promtool, systemd-analyze, k8s schemas, TestDeploy (no engine, no cluster)
 	@$(LINT_DEPLOY)

@@ -54,7 +54,7 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 
 # --- shell
-shellcheck deploy/compose/*.sh deploy/check/lint-deploy.sh
+shellcheck deploy/compose/*.sh deploy/check/lint-deploy.sh deploy/check/vulncheck.sh
 log "shell: shellcheck clean"
 
 # --- compose
