@@ -29,7 +29,7 @@ type LeaseStore interface {
 	Release(ctx context.Context, name, owner string, token int64) (leasestore.Lease, error)
 	Abandon(ctx context.Context, name string, token int64) error
 	Get(ctx context.Context, name string) (leasestore.Lease, error)
-	List(ctx context.Context, prefix string) ([]leasestore.Lease, error)
+	List(ctx context.Context, prefix, after string, limit int) ([]leasestore.Lease, error)
 	Events(ctx context.Context, name string, limit int) ([]leasestore.Event, error)
 	Ping(ctx context.Context) error
 	Heartbeat(ctx context.Context, replica, url string) error

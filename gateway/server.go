@@ -299,20 +299,31 @@ func (s *Server) get(c echo.Context) error {
 }
 
 func (s *Server) list(c echo.Context) error {
-	ls, err := s.g.store.List(c.Request().Context(), c.QueryParam("prefix"))
+	q, qerr := listQueryOf(c.QueryParam("prefix"), c.QueryParam("after"), c.QueryParam("limit"))
+	if qerr != nil {
+		return qerr
+	}
+	// Only the leases this client may take are listed, and the store is
+	// asked only for names its patterns allow (FM40): the others are left
+	// out, not refused, so a prefix spanning patterns still answers.
+	cl := client(c)
+	ls, next, err := s.g.list(c.Request().Context(), cl, q)
 	if err != nil {
 		return err
 	}
-	// Only the leases this client may take are listed; the others are
-	// left out, not refused, so a prefix spanning patterns still answers.
 	out := make([]LeaseView, 0, len(ls))
-	cl := client(c)
 	for _, l := range ls {
-		if cl.authorize(l.Name) == nil {
-			out = append(out, viewOf(l, cl))
-		}
+		out = append(out, viewOf(l, cl))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"leases": out})
+	return c.JSON(http.StatusOK, LeasePage{Leases: out, Next: next})
+}
+
+// LeasePage is a page of GET /v1/leases.
+type LeasePage struct {
+	Leases []LeaseView `json:"leases"`
+	// Next is the cursor of the next page (?after=), empty when no lease
+	// follows.
+	Next string `json:"next,omitempty"`
 }
 
 func (s *Server) healthz(c echo.Context) error {
