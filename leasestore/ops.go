@@ -278,4 +278,3 @@ func scanLease(row scanner, withNow bool) (Lease, error) {
 	l.ProducerEpoch = int16(epoch)
 	return l, nil
 }
-
