@@ -7,7 +7,6 @@ import (
 	"fmt"
 	json "github.com/goccy/go-json"
 	"io"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -77,15 +76,30 @@ func (r *rawValue) UnmarshalJSON(b []byte) error { *r = b; return nil }
 // arrive, never with the declared length: a client that declares 16 MiB
 // and sends a few bytes holds at most firstBuffer. A body of the declared
 // length up to firstBuffer is read into one allocation, never copied.
-func readBody(r io.Reader, declared int64, limit int) ([]byte, *Error) {
+// reserve is asked for the buffer's capacity before each allocation; a
+// refusal is too_many_requests (the caller names the budget).
+func readBody(r io.Reader, declared int64, limit int, reserve func(int) bool) ([]byte, *Error) {
 	if declared > int64(limit) {
 		return nil, errorf(CodePayloadTooLarge, "request body exceeds %d bytes", limit)
 	}
 	// One byte more than declared, to meet the end without growing.
-	buf := make([]byte, 0, min(max(declared, 512), firstBuffer)+1)
+	first := int(min(max(declared, 512), firstBuffer) + 1)
+	if !reserve(first) {
+		return nil, errorf(CodeTooManyRequests, "request body budget")
+	}
+	buf := make([]byte, 0, first)
 	for {
 		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
+			// Double, but never past the declared length (the body ends
+			// there) nor the limit; exactly that capacity is reserved.
+			n := len(buf) + min(cap(buf), limit+1-len(buf))
+			if declared > int64(len(buf)) {
+				n = min(n, int(declared)+1)
+			}
+			if !reserve(n) {
+				return nil, errorf(CodeTooManyRequests, "request body budget")
+			}
+			buf = append(make([]byte, 0, n), buf...)
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

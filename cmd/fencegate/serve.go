@@ -79,6 +79,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.http.IdleTimeout, "idle-timeout", d.IdleTimeout, "keep-alive connections idle longer are closed")
 	fs.IntVar(&f.http.MaxInFlight, "max-inflight", d.MaxInFlight, "API requests served at once (429 beyond)")
 	fs.IntVar(&f.http.MaxInFlightPerClient, "max-inflight-per-client", d.MaxInFlightPerClient, "API requests of one client served at once (429 beyond)")
+	fs.Int64Var(&f.http.MaxBodyBytesInFlight, "max-body-bytes-in-flight", d.MaxBodyBytesInFlight,
+		"bytes of request bodies held at once across all clients, taken for the declared length before a body is read (429 beyond; at least --max-request-bytes)")
 }
 
 func newLogger(w io.Writer, asJSON bool) *slog.Logger {
@@ -103,6 +105,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- string) error {
 	if err := f.requireConfig("serve"); err != nil {
 		return err
+	}
+	if f.http.MaxBodyBytesInFlight < int64(f.limits.MaxRequestBytes) {
+		return usagef("--max-body-bytes-in-flight %d is below --max-request-bytes %d: a largest body would never be admitted",
+			f.http.MaxBodyBytesInFlight, f.limits.MaxRequestBytes)
 	}
 	_, router, auth, err := gateway.LoadFileConfig(f.configPath)
 	if err != nil {
