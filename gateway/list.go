@@ -14,9 +14,10 @@ import (
 // default page size (?limit=).
 const MaxListPage = 1000
 
-// listScans bounds the store queries of one listing: a client whose
-// patterns match few of the names under their literal prefixes (shard:*x)
-// gets a short page and a next cursor instead of a scan of the table.
+// listScans bounds the store queries that read rows in one listing: a
+// client whose patterns match few of the names under their literal
+// prefixes (shard:*x) gets a short page and a next cursor instead of a
+// scan of the table.
 const listScans = 8
 
 // listQuery is a listing request: names under prefix, after the cursor
@@ -79,33 +80,36 @@ func (g *Gateway) list(ctx context.Context, cl *Client, q listQuery) ([]leasesto
 	ranges := listRanges(cl.Allow, q.prefix)
 	page := max(q.limit, 100)
 	var out []leasestore.Lease
-	scans := 0
+	last, scans := "", 0 // the last name read; the queries that read rows
 	for ri, r := range ranges {
 		cursor := q.after
 		for {
+			// Only queries that read rows count: the empty ones are one
+			// per configured pattern at most, and resuming needs a name.
 			if scans == listScans {
-				return out, cursor, nil
+				return out, last, nil
 			}
-			scans++
 			ls, err := g.store.List(ctx, r, cursor, page)
 			if err != nil {
 				return nil, "", err
 			}
+			// Only an empty page ends a range: the store may cap a page
+			// below what was asked (leasestore.Config.ListLimit).
+			if len(ls) == 0 {
+				break
+			}
+			scans++
 			for i, l := range ls {
-				cursor = l.Name
+				cursor, last = l.Name, l.Name
 				if cl.authorize(l.Name) != nil {
 					continue
 				}
 				if out = append(out, l); len(out) == q.limit {
-					more := i < len(ls)-1 || len(ls) == page || ri < len(ranges)-1
-					if !more {
+					if more := i < len(ls)-1 || len(ls) == page || ri < len(ranges)-1; !more {
 						return out, "", nil
 					}
 					return out, l.Name, nil
 				}
-			}
-			if len(ls) < page {
-				break
 			}
 		}
 	}

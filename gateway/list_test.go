@@ -51,6 +51,9 @@ func (r *replica) listAll(t *testing.T, token, query string) []string {
 		if p.Next == "" {
 			return names
 		}
+		if p.Next <= after {
+			t.Fatalf("list %s: next %q does not move past %q", q, p.Next, after)
+		}
 		after = p.Next
 	}
 }
@@ -67,6 +70,7 @@ func TestFM40_OneTenantsLeasesDoNotHideAnothers(t *testing.T) {
 		{Name: "tenant-a", TokenSHA256: gateway.HashToken("a-token"), Allow: []string{"a:*"}},
 		{Name: "tenant-b", TokenSHA256: gateway.HashToken("b-token"), Allow: []string{"b:*"}},
 		{Name: "tenant-b1", TokenSHA256: gateway.HashToken("b1-token"), Allow: []string{"b:1?"}},
+		{Name: "sparse", TokenSHA256: gateway.HashToken("sparse-token"), Allow: []string{"a:*x", "b:2"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +99,15 @@ func TestFM40_OneTenantsLeasesDoNotHideAnothers(t *testing.T) {
 	}
 	if p := r.listAs(t, "a-token", "?limit=300"); len(p.Leases) != 300 || p.Next != "a:0299" {
 		t.Fatalf("first page of 300: %d leases, next %q", len(p.Leases), p.Next)
+	}
+	// A pattern that matches none of the 1,100 names under its literal
+	// prefix: each request reads a bounded number of pages (100 rows at
+	// limit=1) and hands back a cursor; following it ends at b:2.
+	if p := r.listAs(t, "sparse-token", "?limit=1"); len(p.Leases) != 0 || p.Next == "" {
+		t.Fatalf("first page of a sparse pattern: %d leases, next %q, want none and a cursor", len(p.Leases), p.Next)
+	}
+	if got := r.listAll(t, "sparse-token", "?limit=1"); !slices.Equal(got, []string{"b:2"}) {
+		t.Fatalf("a client allowed a:*x and b:2 lists %v, want b:2", got)
 	}
 	if p := r.listAs(t, "a-token", "?prefix=a:10&after=a:1049"); len(p.Leases) != 50 || p.Next != "" {
 		t.Fatalf("after a:1049 in a:10: %d leases, next %q, want the last 50 and no next", len(p.Leases), p.Next)
