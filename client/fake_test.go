@@ -91,7 +91,7 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 		}
 		if r.Header.Get("Content-Type") == wire.ContentType {
 			raw, _ := io.ReadAll(r.Body)
-			b, err := wire.Decode(raw, 1<<20)
+			b, err := wire.Decode(raw, wire.Limits{Records: 1 << 20, Headers: 1 << 20, HeaderBytes: 1 << 30})
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return

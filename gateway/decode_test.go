@@ -40,7 +40,7 @@ func FuzzFM19_DecodeProduce(f *testing.F) {
 	f.Add([]byte("{\"owner_id\":\"w\",\"token\":1,\"batch_id\":\"b\",\"records\":[{\"headers\":{\"h\":\"a\xffb\"}}]}"), false)
 	f.Add(wire.Append(nil, wire.Batch{OwnerID: "w", Token: 1, BatchID: "b", Records: []wire.Record{
 		{Headers: []wire.Header{{Name: "h", Value: []byte("a\x00\xffb")}}}}}), true)
-	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096}
+	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096, MaxHeaders: 8, MaxHeaderBytes: 256}
 	f.Fuzz(func(t *testing.T, body []byte, binary bool) {
 		ct := "application/json"
 		if binary {
@@ -69,6 +69,9 @@ func checkAccepted(t *testing.T, req ProduceRequest, lim Limits) {
 		t.Fatalf("accepted %d records", len(req.Records))
 	}
 	for _, r := range req.Records {
+		if len(r.Headers) > lim.MaxHeaders {
+			t.Fatalf("accepted %d headers", len(r.Headers))
+		}
 		size := len(r.Key) + len(r.Value)
 		seen := map[string]bool{}
 		for _, h := range r.Headers {
@@ -111,7 +114,7 @@ func FuzzFM29_BinaryHeaders(f *testing.F) {
 		{"h", "\U0001F600 \u2028 \ufffd"}, {"fencegate-x", "v"}, {"", "v"}} {
 		f.Add(s[0], []byte(s[1]), []byte("k"), []byte{0, 0xff})
 	}
-	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096}
+	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096, MaxHeaders: 8, MaxHeaderBytes: 256}
 	f.Fuzz(func(t *testing.T, name string, hv, key, value []byte) {
 		body := wire.Append(nil, wire.Batch{OwnerID: "w", Token: 1, BatchID: "b",
 			Records: []wire.Record{{Key: key, Value: value, Headers: []wire.Header{{Name: name, Value: hv}}}}})
@@ -132,7 +135,7 @@ func FuzzFM29_JSONHeaders(f *testing.F) {
 		{"h", "\U0001F600 \u2028 \ufffd \"\\"}, {"fencegate-x", "v"}, {"", "v"}} {
 		f.Add(s[0], s[1])
 	}
-	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096}
+	lim := Limits{MaxRecords: 8, MaxRecordBytes: 256, MaxRequestBytes: 4096, MaxHeaders: 8, MaxHeaderBytes: 256}
 	f.Fuzz(func(t *testing.T, name, hv string) {
 		body := fmt.Appendf(nil, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":{%s:%s}}]}`, jsonText(name), jsonText(hv))
 		req, err := decodeProduce(body, "application/json", "shard:1", lim)

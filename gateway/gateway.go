@@ -15,6 +15,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -28,7 +29,7 @@ type LeaseStore interface {
 	Release(ctx context.Context, name, owner string, token int64) (leasestore.Lease, error)
 	Abandon(ctx context.Context, name string, token int64) error
 	Get(ctx context.Context, name string) (leasestore.Lease, error)
-	List(ctx context.Context, prefix string) ([]leasestore.Lease, error)
+	List(ctx context.Context, prefix, after string, limit int) ([]leasestore.Lease, error)
 	Events(ctx context.Context, name string, limit int) ([]leasestore.Event, error)
 	Ping(ctx context.Context) error
 	Heartbeat(ctx context.Context, replica, url string) error
@@ -38,11 +39,26 @@ type LeaseStore interface {
 
 var _ LeaseStore = (*leasestore.Store)(nil)
 
-// Limits bound what one request may carry (413 beyond them).
+// Limits bound what one request may carry (413 beyond them). Zero fields
+// take the defaults of DefaultLimits. Every limit is checked while
+// decoding, before the work it bounds (FM39).
 type Limits struct {
 	MaxRecords      int // records per batch (default 10000)
 	MaxRecordBytes  int // key + value + headers of one record (default 1 MiB)
 	MaxRequestBytes int // one request body (default 16 MiB)
+	// MaxHeaders bounds the headers of one record (default 256), and
+	// MaxHeaderBytes their names and values (default 64 KiB): a record's
+	// headers are checked one by one (reserved names, UTF-8, repeats),
+	// so their count is the work a record costs beyond its bytes.
+	MaxHeaders     int
+	MaxHeaderBytes int
+}
+
+// DefaultLimits returns the defaults of Limits.
+func DefaultLimits() Limits {
+	var l Limits
+	l.fill()
+	return l
 }
 
 // Config of a Gateway. Zero fields take the defaults noted.
@@ -164,6 +180,16 @@ func (l *Limits) fill() {
 	if l.MaxRequestBytes == 0 {
 		l.MaxRequestBytes = 16 << 20
 	}
+	if l.MaxHeaders == 0 {
+		l.MaxHeaders = 256
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = 64 << 10
+	}
+}
+
+func (l Limits) wire() wire.Limits {
+	return wire.Limits{Records: l.MaxRecords, Headers: l.MaxHeaders, HeaderBytes: l.MaxHeaderBytes}
 }
 
 // Gateway holds the sessions of one replica. Its methods are the lease and

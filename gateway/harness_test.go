@@ -99,6 +99,7 @@ func (b *testBundle) txnID(name string) string {
 // that a test can freeze (a paused process sees no time pass).
 type replica struct {
 	g          *gateway.Gateway
+	server     *gateway.Server
 	srv        *httptest.Server
 	clock      *clock
 	name       string
@@ -152,10 +153,11 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	handler.Store(gateway.NewServer(g, b.auth))
+	server := gateway.NewServer(g, b.auth)
+	handler.Store(server)
 	srv.Start()
 	b.t.Cleanup(func() { srv.Close(); g.Close() })
-	return &replica{g: g, srv: srv, clock: clk, name: cfg.Replica}
+	return &replica{g: g, server: server, srv: srv, clock: clk, name: cfg.Replica}
 }
 
 // reply is a decoded HTTP answer.

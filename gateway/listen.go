@@ -33,6 +33,16 @@ type ServerConfig struct {
 	// (default 256). Beyond either: 429 too_many_requests with Retry-After.
 	MaxInFlight          int
 	MaxInFlightPerClient int
+	// MaxBodyBytesInFlight bounds the bytes of request bodies held at once,
+	// across all clients (default DefaultMaxBodyBytesInFlight, 64 MiB;
+	// at least Limits.MaxRequestBytes, or a largest body is never
+	// admitted). A request takes its declared length before its body is
+	// read, and more as a body of no declared length grows; beyond the
+	// budget: 429 too_many_requests with Retry-After, nothing done. What a
+	// request holds is a small multiple of its body (the body, the
+	// decoder's copy, the decoded records; docs/security.md), so this
+	// bounds the memory that bodies in flight can take (FM39).
+	MaxBodyBytesInFlight int64
 	// TLSCertFile and TLSKeyFile turn on HTTPS; both are re-read when
 	// either file changes, without a restart. TLSClientCAFile, when set,
 	// requires every client to present a certificate signed by one of its
@@ -71,7 +81,15 @@ func (c *ServerConfig) fill() {
 	if c.MaxInFlightPerClient == 0 {
 		c.MaxInFlightPerClient = 256
 	}
+	if c.MaxBodyBytesInFlight == 0 {
+		c.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
 }
+
+// DefaultMaxBodyBytesInFlight is the default of
+// ServerConfig.MaxBodyBytesInFlight: four bodies of the default
+// --max-request-bytes, or about 450 batches of 100 x 1 KiB in JSON.
+const DefaultMaxBodyBytesInFlight = 64 << 20
 
 // HTTPServer returns an http.Server for h with the timeouts, header limit
 // and TLS of c. The caller serves it with ServeTLS when TLSConfig is set
@@ -186,25 +204,64 @@ func (r *certReloader) load() (*tls.Certificate, error) {
 
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.load() }
 
-// limiter bounds requests in flight, in total and per client.
+// limiter bounds requests in flight, in total and per client, and the
+// bytes of their bodies held at once.
 type limiter struct {
 	mu        sync.Mutex
 	total     int
 	perClient map[string]int
 	maxTotal  int
 	maxClient int
+	bodyBytes int64 // taken by requests in flight
+	maxBody   int64
 }
 
 func newLimiter(c ServerConfig) *limiter {
-	c.fill()
-	return &limiter{perClient: map[string]int{}, maxTotal: c.MaxInFlight, maxClient: c.MaxInFlightPerClient}
+	l := &limiter{perClient: map[string]int{}}
+	l.set(c)
+	return l
 }
 
 func (l *limiter) set(c ServerConfig) {
 	c.fill()
 	l.mu.Lock()
-	l.maxTotal, l.maxClient = c.MaxInFlight, c.MaxInFlightPerClient
+	l.maxTotal, l.maxClient, l.maxBody = c.MaxInFlight, c.MaxInFlightPerClient, c.MaxBodyBytesInFlight
 	l.mu.Unlock()
+}
+
+// bodyHold is what one request holds of the body budget; release gives it
+// back when the request ends (its decoded records live until then).
+type bodyHold struct {
+	l    *limiter
+	held int64
+}
+
+// grow makes the request hold at least n bytes of the budget, and says
+// whether the budget had them (nothing more is taken when it had not).
+func (h *bodyHold) grow(n int64) bool {
+	if h == nil || n <= h.held {
+		return true
+	}
+	l := h.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bodyBytes+n-h.held > l.maxBody {
+		return false
+	}
+	l.bodyBytes += n - h.held
+	h.held = n
+	return true
+}
+
+func (h *bodyHold) release() {
+	h.l.mu.Lock()
+	h.l.bodyBytes -= h.held
+	h.l.mu.Unlock()
+	h.held = 0
+}
+
+func (l *limiter) bodyBudgetError() *Error {
+	return errorf(CodeTooManyRequests, "request bodies in flight hold the gateway's budget of %d bytes; retry later", l.maxBody)
 }
 
 // enterTotal takes a slot of the total; the caller calls the returned

@@ -194,6 +194,15 @@ func TestOpenAPIRepliesMatchTheDocument(t *testing.T) {
 	}
 	x = do("GET", "/v1/leases?prefix=shard:", nil)
 	expect(t, "list", x, http.StatusOK, "")
+	expect(t, "acquire a second lease", do("POST", "/v1/leases", map[string]any{"name": lease + "0", "owner_id": owner, "ttl_ms": 30000}),
+		http.StatusCreated, "")
+	x = do("GET", "/v1/leases?limit=1", nil)
+	expect(t, "list a page", x, http.StatusOK, "")
+	if x.body["next"] == nil {
+		t.Fatalf("a page of 1 of the leases %s: want next", x.raw)
+	}
+	x = do("GET", "/v1/leases?prefix=%ff", nil)
+	expect(t, "list under a prefix that is not UTF-8", x, http.StatusBadRequest, "invalid_request")
 	expect(t, "healthz", c.call(t, a, "", "GET", "/healthz", nil, false), http.StatusOK, "")
 	expect(t, "readyz", c.call(t, a, "", "GET", "/readyz", nil, false), http.StatusOK, "")
 

@@ -31,6 +31,8 @@ const (
 	clientKey = "fencegate.client"
 	// bodyReadKey marks a request whose body the handler started reading.
 	bodyReadKey = "fencegate.body-read"
+	// bodyHoldKey is the request's share of the body budget.
+	bodyHoldKey = "fencegate.body-hold"
 )
 
 // NewServer builds the HTTP handler.
@@ -47,7 +49,7 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	// The total cap comes before authentication so that a flood of
 	// requests with bad tokens cannot starve good ones of CPU either; the
 	// per-client cap after it, by the authenticated name.
-	v1 := e.Group("/v1", s.limitTotal, s.authenticate, s.limitClient)
+	v1 := e.Group("/v1", s.limitTotal, s.authenticate, s.limitClient, s.holdBody)
 	v1.POST("/leases", s.acquire)
 	v1.GET("/leases", s.list)
 	v1.GET("/leases/:name", s.get)
@@ -80,6 +82,17 @@ func (s *Server) limitClient(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		defer done()
+		return next(c)
+	}
+}
+
+// holdBody gives the request its share of the body budget, taken by body
+// and given back when the request ends.
+func (s *Server) holdBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := &bodyHold{l: s.limit}
+		defer h.release()
+		c.Set(bodyHoldKey, h)
 		return next(c)
 	}
 }
@@ -135,13 +148,26 @@ func leaseParam(c echo.Context) (string, error) {
 	return name, nil
 }
 
+// body reads the request body within the body budget: its declared
+// length is taken before a byte is read (429 at once beyond the budget,
+// and the connection closed, as for the other caps), and a body of no
+// declared length takes more as its buffer grows.
 func (s *Server) body(c echo.Context) ([]byte, error) {
-	c.Set(bodyReadKey, true)
-	b, err := readBody(c.Request().Body, c.Request().ContentLength, s.g.cfg.Limits.MaxRequestBytes)
-	if err != nil {
-		return nil, err
+	r := c.Request()
+	limit := s.g.cfg.Limits.MaxRequestBytes
+	h, _ := c.Get(bodyHoldKey).(*bodyHold)
+	if r.ContentLength > 0 && r.ContentLength <= int64(limit) && !h.grow(r.ContentLength+1) {
+		return nil, s.limit.bodyBudgetError()
 	}
-	return b, nil
+	c.Set(bodyReadKey, true)
+	b, err := readBody(r.Body, r.ContentLength, limit, func(n int) bool { return h.grow(int64(n)) })
+	if err == nil {
+		return b, nil
+	}
+	if err.Code == CodeTooManyRequests {
+		return nil, s.limit.bodyBudgetError()
+	}
+	return nil, err
 }
 
 func (s *Server) acquire(c echo.Context) error {
@@ -299,20 +325,31 @@ func (s *Server) get(c echo.Context) error {
 }
 
 func (s *Server) list(c echo.Context) error {
-	ls, err := s.g.store.List(c.Request().Context(), c.QueryParam("prefix"))
+	q, qerr := listQueryOf(c.QueryParam("prefix"), c.QueryParam("after"), c.QueryParam("limit"))
+	if qerr != nil {
+		return qerr
+	}
+	// Only the leases this client may take are listed, and the store is
+	// asked only for names its patterns allow (FM40): the others are left
+	// out, not refused, so a prefix spanning patterns still answers.
+	cl := client(c)
+	ls, next, err := s.g.list(c.Request().Context(), cl, q)
 	if err != nil {
 		return err
 	}
-	// Only the leases this client may take are listed; the others are
-	// left out, not refused, so a prefix spanning patterns still answers.
 	out := make([]LeaseView, 0, len(ls))
-	cl := client(c)
 	for _, l := range ls {
-		if cl.authorize(l.Name) == nil {
-			out = append(out, viewOf(l, cl))
-		}
+		out = append(out, viewOf(l, cl))
 	}
-	return c.JSON(http.StatusOK, map[string]any{"leases": out})
+	return c.JSON(http.StatusOK, LeasePage{Leases: out, Next: next})
+}
+
+// LeasePage is a page of GET /v1/leases.
+type LeasePage struct {
+	Leases []LeaseView `json:"leases"`
+	// Next is the cursor of the next page (?after=), empty when no lease
+	// follows.
+	Next string `json:"next,omitempty"`
 }
 
 func (s *Server) healthz(c echo.Context) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -131,9 +132,25 @@ func (s *Store) Get(ctx context.Context, name string) (Lease, error) {
 	return l, nil
 }
 
-// List returns the leases whose names start with prefix, by name.
-func (s *Store) List(ctx context.Context, prefix string) ([]Lease, error) {
-	rows, err := s.pool.Query(ctx, qList, likePrefix(prefix), s.cfg.ListLimit)
+// List returns the leases whose name starts with prefix and sorts after
+// after ("" for the first page), in byte order of name, at most limit of
+// them (at most Config.ListLimit; 0 takes it). A prefix or cursor that no
+// name can hold (not UTF-8, a NUL) is an InvalidError: Postgres would
+// refuse it, and that is the caller's mistake, not the store's failure.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]Lease, error) {
+	if err := CheckListArgs(prefix, after); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > s.cfg.ListLimit {
+		limit = s.cfg.ListLimit
+	}
+	var rows pgx.Rows
+	var err error
+	if end, ok := prefixEnd(prefix); ok {
+		rows, err = s.pool.Query(ctx, qList, prefix, end, after, limit)
+	} else {
+		rows, err = s.pool.Query(ctx, qListFrom, prefix, after, limit)
+	}
 	if err != nil {
 		return nil, unavailable("list", err)
 	}
@@ -150,6 +167,37 @@ func (s *Store) List(ctx context.Context, prefix string) ([]Lease, error) {
 		return nil, unavailable("list", err)
 	}
 	return out, nil
+}
+
+// CheckListArgs refuses a List prefix or cursor that no name can hold
+// (not UTF-8, a NUL: Postgres text cannot), with an InvalidError. Callers
+// that may not reach List for every request (the gateway, when a client's
+// patterns allow nothing under the prefix) check with it too.
+func CheckListArgs(prefix, after string) error {
+	for _, a := range [...]struct{ field, v string }{{"prefix", prefix}, {"after", after}} {
+		if !utf8.ValidString(a.v) || strings.IndexByte(a.v, 0) >= 0 {
+			return &InvalidError{Field: a.field, Message: "must be UTF-8 without NUL"}
+		}
+	}
+	return nil
+}
+
+// prefixEnd is the least string above every string that starts with
+// prefix: prefix with its last rune incremented (UTF-8 keeps code point
+// order in byte order, and the result is valid UTF-8, which Postgres
+// requires of text). ok is false when there is none: the empty prefix,
+// or one of U+10FFFF only, above which no other string sorts.
+func prefixEnd(prefix string) (string, bool) {
+	for p := prefix; p != ""; {
+		r, n := utf8.DecodeLastRuneInString(p)
+		p = p[:len(p)-n]
+		for r++; r <= utf8.MaxRune; r++ {
+			if utf8.ValidRune(r) { // skip the surrogates
+				return p + string(r), true
+			}
+		}
+	}
+	return "", false
 }
 
 // Events returns up to limit newest events of name, newest first.
@@ -229,10 +277,4 @@ func scanLease(row scanner, withNow bool) (Lease, error) {
 	l.TTL = time.Duration(ttlMS) * time.Millisecond
 	l.ProducerEpoch = int16(epoch)
 	return l, nil
-}
-
-// likePrefix escapes LIKE metacharacters so prefix matches literally.
-func likePrefix(prefix string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(prefix) + "%"
 }

@@ -183,10 +183,20 @@ SELECT ` + leaseColumns + ` FROM abandoned`
 // tell expired from live without their own clock.
 const qGet = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases WHERE name = $1`
 
-// qList lists leases whose name starts with a prefix (LIKE metacharacters in
-// the prefix are escaped by the caller).
+// qList lists a page of the leases whose name starts with a prefix: names
+// in [$1, $2) after the cursor $3, in byte order, at most $4. The bounds
+// are computed by the caller (prefixEnd), so the scan is an index range
+// whatever the client's prefix: the byte-order operators (~>=~, ~<~) use
+// leases_name_prefix (text_pattern_ops) under any database collation, and
+// LIMIT cuts a page, never the set a client may see (FM40: the client's
+// patterns narrow the prefix before the query, not after its LIMIT).
 const qList = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
- WHERE name LIKE $1 ESCAPE '\' ORDER BY name LIMIT $2`
+ WHERE name ~>=~ $1 AND name ~<~ $2 AND name ~>~ $3 ORDER BY name USING ~<~ LIMIT $4`
+
+// qListFrom is qList for a prefix no name can sort past (the empty one):
+// no upper bound.
+const qListFrom = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
+ WHERE name ~>=~ $1 AND name ~>~ $2 ORDER BY name USING ~<~ LIMIT $3`
 
 // qEvents returns the newest events of a lease, newest first.
 const qEvents = `

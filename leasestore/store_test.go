@@ -256,7 +256,7 @@ func TestInvalidArguments(t *testing.T) {
 			t.Errorf("%s: %v, want InvalidError on %s", tc.name, err, tc.field)
 		}
 	}
-	if ls, err := b.store.List(b.ctx, ""); err != nil || len(ls) != 0 {
+	if ls, err := b.store.List(b.ctx, "", "", 0); err != nil || len(ls) != 0 {
 		t.Fatalf("refused acquires wrote rows: %v %v", ls, err)
 	}
 }
@@ -267,7 +267,7 @@ func TestListByPrefixIsLiteral(t *testing.T) {
 	for _, n := range []string{"shard:1", "shard:2", "shard_x", "other"} {
 		acquireActive(t, b, n, "w", time.Minute)
 	}
-	ls, err := b.store.List(b.ctx, "shard:")
+	ls, err := b.store.List(b.ctx, "shard:", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,8 +278,56 @@ func TestListByPrefixIsLiteral(t *testing.T) {
 	if fmt.Sprint(names) != "[shard:1 shard:2]" {
 		t.Fatalf("List(shard:) = %v", names)
 	}
-	if ls, _ := b.store.List(b.ctx, "shard_"); len(ls) != 1 {
+	if ls, _ := b.store.List(b.ctx, "shard_", "", 0); len(ls) != 1 {
 		t.Fatalf("List(shard_) matched %d rows, want 1 (underscore is literal)", len(ls))
+	}
+}
+
+// TestListPagesInByteOrder: List pages through the names under a prefix
+// in byte order, the cursor excluded, whatever runes end the prefix; a
+// prefix or cursor that is not UTF-8 or holds a NUL is an InvalidError,
+// never an unavailable store (FM40).
+func TestListPagesInByteOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	names := []string{"a", "b:1", "b:2", "b:3", "b:\u00e9", "b:\u00e9x", "b:\u00ea", "b;", "c"}
+	for _, n := range names {
+		acquireActive(t, b, n, "w", time.Minute)
+	}
+	list := func(prefix, after string, limit int) string {
+		t.Helper()
+		ls, err := b.store.List(b.ctx, prefix, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range ls {
+			out = append(out, l.Name)
+		}
+		return fmt.Sprint(out)
+	}
+	for _, c := range []struct {
+		prefix, after string
+		limit         int
+		want          string
+	}{
+		{"b:", "", 0, "[b:1 b:2 b:3 b:\u00e9 b:\u00e9x b:\u00ea]"},
+		{"b:", "", 2, "[b:1 b:2]"},
+		{"b:", "b:2", 2, "[b:3 b:\u00e9]"},
+		{"b:\u00e9", "", 0, "[b:\u00e9 b:\u00e9x]"},
+		{"", "b;", 0, "[c]"},
+		{"b", "b:\u00ea", 0, "[b;]"},
+		{"z", "", 0, "[]"},
+	} {
+		if got := list(c.prefix, c.after, c.limit); got != c.want {
+			t.Errorf("List(%q, after %q, %d) = %s, want %s", c.prefix, c.after, c.limit, got, c.want)
+		}
+	}
+	for _, bad := range [][2]string{{"\x00", ""}, {"\xff", ""}, {"b:\xc3", ""}, {"", "\x00"}, {"", "\xff"}} {
+		var inv *leasestore.InvalidError
+		if _, err := b.store.List(b.ctx, bad[0], bad[1], 0); !errors.As(err, &inv) {
+			t.Errorf("List(%q, after %q): %v, want an InvalidError", bad[0], bad[1], err)
+		}
 	}
 }
 
@@ -434,6 +482,19 @@ func checkGrants(t *testing.T, name string, gs []grant) {
 		if cur.grantedAt.Before(prev.expiresAt) {
 			t.Errorf("%s: grant %d at %s overlaps grant %d until %s", name,
 				cur.token, cur.grantedAt, prev.token, prev.expiresAt)
+		}
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	t.Parallel()
+	for prefix, want := range map[string]string{
+		"": "", "a": "b", "b:": "b;", "b:\u00e9": "b:\u00ea", "a\ud7ff": "a\ue000",
+		"a\U0010FFFF": "b", "\U0010FFFF": "",
+	} {
+		got, ok := leasestore.PrefixEnd(prefix)
+		if got != want || ok != (want != "") {
+			t.Errorf("PrefixEnd(%q) = %q, %v, want %q", prefix, got, ok, want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"strings"
 )
 
 // Rule picks a partition from a lease name.
@@ -178,6 +179,17 @@ func ValidatePattern(pattern string) error {
 		return err
 	}
 	return nil
+}
+
+// LiteralPrefix is the bytes of pattern before its first metacharacter
+// ('*', '?', '[' or the escape '\\'): every name that Match(pattern, name)
+// accepts starts with it. A store narrows a scan to the names under it;
+// Match still decides each name (FM40).
+func LiteralPrefix(pattern string) string {
+	if i := strings.IndexAny(pattern, `*?[\`); i >= 0 {
+		return pattern[:i]
+	}
+	return pattern
 }
 
 // Murmur2 is the 32-bit murmur2 hash with Kafka's seed, as Kafka's default

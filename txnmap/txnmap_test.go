@@ -151,3 +151,30 @@ func FuzzFM18_TransactionalIDInjective(f *testing.F) {
 		}
 	})
 }
+
+func TestLiteralPrefix(t *testing.T) {
+	t.Parallel()
+	for pattern, want := range map[string]string{
+		"shard:*": "shard:", "shard:1?": "shard:1", "a:[0-9]*": "a:", `a\*b`: "a", "*": "", "exact": "exact", "": "",
+		"shard:[1-": "shard:",
+	} {
+		if got := txnmap.LiteralPrefix(pattern); got != want {
+			t.Errorf("LiteralPrefix(%q) = %q, want %q", pattern, got, want)
+		}
+	}
+}
+
+// FuzzFM40_LiteralPrefixAgreesWithMatch: every name Match accepts starts
+// with the pattern's literal prefix, so a listing narrowed to that prefix
+// and filtered by Match lists exactly what Match alone would.
+func FuzzFM40_LiteralPrefixAgreesWithMatch(f *testing.F) {
+	for _, s := range [][2]string{{"shard:*", "shard:1"}, {"shard:1?", "shard:12"}, {"a:[0-9]*", "a:7x"},
+		{`a\*b`, "a*b"}, {"[a-c]:x", "b:x"}, {"*", "anything"}, {"x[", "x["}, {`\\`, `\`}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, name string) {
+		if txnmap.Match(pattern, name) && !strings.HasPrefix(name, txnmap.LiteralPrefix(pattern)) {
+			t.Fatalf("Match(%q, %q) but the name does not start with LiteralPrefix %q", pattern, name, txnmap.LiteralPrefix(pattern))
+		}
+	})
+}

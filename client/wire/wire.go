@@ -97,22 +97,31 @@ func appendNullable(dst, b []byte) []byte {
 	return append(binary.AppendUvarint(dst, uint64(len(b))+1), b...)
 }
 
-// ErrTooManyRecords is returned (wrapped) when the record count exceeds
-// Decode's limit; the caller answers it as a payload too large.
-var ErrTooManyRecords = errors.New("too many records")
+// ErrTooLarge is returned (wrapped) when a body exceeds one of Decode's
+// Limits; the caller answers it as a payload too large.
+var ErrTooLarge = errors.New("over a limit")
 
-// Decode decodes body, refusing more than maxRecords records. Keys,
-// values and header values alias body; names and ids are copied.
-func Decode(body []byte, maxRecords int) (Batch, error) {
-	d := decoder{buf: body}
+// Limits bound what Decode accepts. They are checked while decoding,
+// before the work they bound: a header count above Headers is refused
+// before any header is read.
+type Limits struct {
+	Records     int // records per batch
+	Headers     int // headers per record
+	HeaderBytes int // names and values of one record's headers
+}
+
+// Decode decodes body, refusing one over lim (ErrTooLarge). Keys, values
+// and header values alias body; names and ids are copied.
+func Decode(body []byte, lim Limits) (Batch, error) {
+	d := decoder{buf: body, lim: lim}
 	if len(body) < len(magic) || string(body[:len(magic)]) != magic {
 		return Batch{}, errors.New("not a fencegate batch: the body must start with FGB and version 1")
 	}
 	d.buf = body[len(magic):]
 	b := Batch{OwnerID: d.text("owner_id"), Token: d.token(), BatchID: d.text("batch_id")}
 	n := d.count("record count", 3) // a record takes at least three bytes: null key, null value, no headers
-	if d.err == nil && n > maxRecords {
-		return Batch{}, fmt.Errorf("%d records: %w (the limit is %d per batch)", n, ErrTooManyRecords, maxRecords)
+	if d.err == nil && n > lim.Records {
+		return Batch{}, fmt.Errorf("%d records: %w (the limit is %d per batch)", n, ErrTooLarge, lim.Records)
 	}
 	b.Records = d.records(n)
 	if d.err == nil && len(d.buf) > 0 {
@@ -129,6 +138,7 @@ func Decode(body []byte, maxRecords int) (Batch, error) {
 type decoder struct {
 	buf   []byte
 	err   error
+	lim   Limits
 	names []string // header names seen, so a batch's repeated names share one string
 }
 
@@ -143,10 +153,16 @@ func (d *decoder) records(n int) []Record {
 		r.Key = d.nullable("key")
 		r.Value = d.nullable("value")
 		h := d.count("header count", 2)
-		start := len(arena)
+		if d.err == nil && h > d.lim.Headers {
+			d.err = fmt.Errorf("%d headers: %w (the limit is %d per record)", h, ErrTooLarge, d.lim.Headers)
+		}
+		start, size := len(arena), 0
 		for j := 0; j < h && d.err == nil; j++ {
 			name := d.name()
 			arena = append(arena, Header{Name: name, Value: d.bytes("header value")})
+			if size += len(name) + len(arena[len(arena)-1].Value); size > d.lim.HeaderBytes && d.err == nil {
+				d.err = fmt.Errorf("headers of more than %d bytes: %w", d.lim.HeaderBytes, ErrTooLarge)
+			}
 		}
 		if h > 0 {
 			r.Headers = arena[start:len(arena):len(arena)]

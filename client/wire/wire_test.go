@@ -23,7 +23,7 @@ func TestRoundTrip(t *testing.T) {
 	if len(enc) > Size(b) {
 		t.Fatalf("Size %d < encoded %d", Size(b), len(enc))
 	}
-	got, err := Decode(enc, 10)
+	got, err := Decode(enc, roomy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,17 +58,34 @@ func TestDecodeRefuses(t *testing.T) {
 		}{good[:i], ""}
 	}
 	for name, c := range cases {
-		_, err := Decode(c.body, 10)
+		_, err := Decode(c.body, roomy)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error containing %q", name, err, c.want)
 		}
 	}
 }
 
-func TestDecodeLimitsRecords(t *testing.T) {
-	_, err := Decode(Append(nil, sample()), 2)
-	if !errors.Is(err, ErrTooManyRecords) {
-		t.Fatalf("3 records with a limit of 2: %v", err)
+// roomy are limits no test body reaches.
+var roomy = Limits{Records: 1000, Headers: 1000, HeaderBytes: 1 << 20}
+
+func TestDecodeLimits(t *testing.T) {
+	body := Append(nil, sample())
+	for name, lim := range map[string]Limits{
+		"records":      {Records: 2, Headers: 100, HeaderBytes: 1 << 20},
+		"headers":      {Records: 10, Headers: 0, HeaderBytes: 1 << 20},
+		"header bytes": {Records: 10, Headers: 100, HeaderBytes: 1},
+	} {
+		if _, err := Decode(body, lim); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("%s: %v, want ErrTooLarge", name, err)
+		}
+	}
+	// A header count over the limit is refused before the headers are
+	// read: the count says 60,000, the body holds none of them.
+	b := Append(nil, Batch{OwnerID: "o", Token: 1, BatchID: "b", Records: []Record{{}}})
+	b = append(b[:len(b)-1], 0xe0, 0xd4, 0x03) // varint 60,000
+	b = append(b, make([]byte, 2*60000)...)
+	if _, err := Decode(b, roomy); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("60,000 headers: %v, want ErrTooLarge", err)
 	}
 }
 
@@ -78,7 +95,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, sample()))
 	f.Add([]byte("FGB\x01"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		b, err := Decode(body, 1000)
+		b, err := Decode(body, roomy)
 		if err != nil {
 			return
 		}
@@ -98,7 +115,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Decode(body, 1000); err != nil {
+		if _, err := Decode(body, roomy); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -83,12 +83,19 @@ func (c *opClient) get(ctx context.Context, path string, out any) error {
 	return json.Unmarshal(raw, out)
 }
 
+// list prints every lease under prefix, following the pages' next cursor.
 func (c *opClient) list(ctx context.Context, w io.Writer, prefix string) error {
-	var out struct {
-		Leases []gateway.LeaseView `json:"leases"`
-	}
-	if err := c.get(ctx, "/v1/leases?prefix="+url.QueryEscape(prefix), &out); err != nil {
-		return err
+	var out gateway.LeasePage
+	for after := ""; ; {
+		var page gateway.LeasePage
+		if err := c.get(ctx, "/v1/leases?prefix="+url.QueryEscape(prefix)+"&after="+url.QueryEscape(after), &page); err != nil {
+			return err
+		}
+		out.Leases = append(out.Leases, page.Leases...)
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
 	}
 	if c.json {
 		return printJSON(w, out)

@@ -58,9 +58,12 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.minTTL, "min-ttl", leasestore.DefaultMinTTL, "shortest lease TTL accepted")
 	fs.DurationVar(&f.maxTTL, "max-ttl", leasestore.DefaultMaxTTL, "longest lease TTL accepted")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 10*time.Second, "transaction.timeout.ms of producers; keep below the TTLs in use")
-	fs.IntVar(&f.limits.MaxRecords, "max-records", 10000, "records per batch (413 beyond)")
-	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", 1<<20, "key + value + headers of one record (413 beyond)")
-	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", 16<<20, "bytes of one request body (413 beyond)")
+	lim := gateway.DefaultLimits()
+	fs.IntVar(&f.limits.MaxRecords, "max-records", lim.MaxRecords, "records per batch (413 beyond)")
+	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", lim.MaxRecordBytes, "key + value + headers of one record (413 beyond)")
+	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", lim.MaxRequestBytes, "bytes of one request body (413 beyond)")
+	fs.IntVar(&f.limits.MaxHeaders, "max-headers", lim.MaxHeaders, "headers of one record (413 beyond)")
+	fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
 	fs.DurationVar(&f.parkAfter, "park-after", 30*time.Second, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
 	fs.IntVar(&f.maxHandovers, "max-handovers", 16, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
@@ -76,6 +79,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.http.IdleTimeout, "idle-timeout", d.IdleTimeout, "keep-alive connections idle longer are closed")
 	fs.IntVar(&f.http.MaxInFlight, "max-inflight", d.MaxInFlight, "API requests served at once (429 beyond)")
 	fs.IntVar(&f.http.MaxInFlightPerClient, "max-inflight-per-client", d.MaxInFlightPerClient, "API requests of one client served at once (429 beyond)")
+	fs.Int64Var(&f.http.MaxBodyBytesInFlight, "max-body-bytes-in-flight", d.MaxBodyBytesInFlight,
+		"bytes of request bodies held at once across all clients, taken for the declared length before a body is read (429 beyond; at least --max-request-bytes)")
 }
 
 func newLogger(w io.Writer, asJSON bool) *slog.Logger {
@@ -100,6 +105,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- string) error {
 	if err := f.requireConfig("serve"); err != nil {
 		return err
+	}
+	if f.http.MaxBodyBytesInFlight < int64(f.limits.MaxRequestBytes) {
+		return usagef("--max-body-bytes-in-flight %d is below --max-request-bytes %d: a largest body would never be admitted",
+			f.http.MaxBodyBytesInFlight, f.limits.MaxRequestBytes)
 	}
 	fc, router, auth, err := gateway.LoadFileConfig(f.configPath)
 	if err != nil {
