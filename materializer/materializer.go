@@ -46,6 +46,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/internal/probe"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -154,6 +155,8 @@ type Materializer struct {
 	met      *metrics
 	fenceMu  sync.Mutex
 	fences   map[string]int64 // lease -> token, as committed by this instance
+	// ready serves /readyz from a cached Ready (FM43).
+	ready *probe.Cache
 
 	// copiedChunks counts chunks copied straight into the ledger,
 	// copyFallbacks those whose COPY met a key applied before and went
@@ -180,6 +183,7 @@ func New(pool *pgxpool.Pool, router *txnmap.Router, cfg Config) (*Materializer, 
 	}
 	m := &Materializer{pool: pool, router: router, signer: signer, cfg: cfg, log: cfg.Logger,
 		lag: map[partitionKey]int64{}, fences: map[string]int64{}}
+	m.ready = probe.New(m.Ready, probe.Config{})
 	for _, v := range Verdicts {
 		m.verdicts.Store(v, new(atomic.Int64))
 	}
