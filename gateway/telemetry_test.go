@@ -314,3 +314,53 @@ func TestFM43_ReadyzFloodCostsOneCheckPerInterval(t *testing.T) {
 	flood.Wait()
 	t.Logf("renewal p99 %v quiet, %v under the /readyz flood (x%.1f)", quiet, flooded, float64(flooded)/float64(quiet))
 }
+
+// TestFM41_NoLeaseDataOnMetricsByDefault: /metrics needs no credentials,
+// so by default it names no lease and no token (the review read
+// fencegate_lease_token{fencegate_lease="b:secret-customer-42"} there).
+// With LeaseMetrics on, the per-lease gauges come back, at most
+// LeaseMetricsLimit leases of them, and the others are counted.
+func TestFM41_NoLeaseDataOnMetricsByDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mod, serve := withMetrics(t)
+	off := b.newReplica(mod)
+	serve(off)
+	off.mustAcquire(t, "shard:secret-customer-42", "w1", time.Minute)
+	resp, err := http.Get(off.metricsURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(raw), "secret-customer-42") || strings.Contains(string(raw), "fencegate_lease=") {
+		t.Errorf("/metrics names a lease by default:\n%s", grepLines(string(raw), "secret-customer-42"))
+	}
+
+	mod, serve = withMetrics(t)
+	on := b.newReplica(func(c *gateway.Config) { mod(c); c.LeaseMetrics, c.LeaseMetricsLimit = true, 2 })
+	serve(on)
+	for _, n := range []string{"shard:60", "shard:61", "shard:62"} {
+		on.mustAcquire(t, n, "w1", time.Minute)
+	}
+	s := scrapeMetrics(t, on.metricsURL)
+	if n := len(s["fencegate_lease_token"].GetMetric()); n != 2 {
+		t.Errorf("%d fencegate_lease_token series with a limit of 2", n)
+	}
+	if n := len(s["fencegate_lease_producer_epoch"].GetMetric()); n != 2 {
+		t.Errorf("%d fencegate_lease_producer_epoch series with a limit of 2", n)
+	}
+	if v, _ := s.value("fencegate_lease_series_omitted", nil); v != 1 {
+		t.Errorf("fencegate_lease_series_omitted %v, want 1", v)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -47,6 +47,7 @@ import (
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/internal/probe"
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -103,8 +104,15 @@ type Config struct {
 	Parallel int
 	// PollTimeout bounds one consumer poll (default 100ms).
 	PollTimeout time.Duration
-	Hooks       Hooks
-	Logger      *slog.Logger
+	// LeaseMetrics exports fencegate.materializer.fence.token, labelled
+	// with the lease name, for at most LeaseMetricsLimit leases (default
+	// telemetry.DefaultLeaseSeriesLimit), the first by name; the others
+	// are counted in fencegate.materializer.fence.series.omitted. Off by
+	// default: /metrics needs no credentials (FM41).
+	LeaseMetrics      bool
+	LeaseMetricsLimit int
+	Hooks             Hooks
+	Logger            *slog.Logger
 	// MeterProvider receives the metrics (default: no-op).
 	MeterProvider metric.MeterProvider
 }
@@ -129,6 +137,12 @@ func (c *Config) fill() error {
 	}
 	if c.PollTimeout == 0 {
 		c.PollTimeout = 100 * time.Millisecond
+	}
+	if c.LeaseMetricsLimit == 0 {
+		c.LeaseMetricsLimit = telemetry.DefaultLeaseSeriesLimit
+	}
+	if c.LeaseMetricsLimit < 0 {
+		return fmt.Errorf("materializer: LeaseMetricsLimit %d must not be negative", c.LeaseMetricsLimit)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

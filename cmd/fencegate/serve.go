@@ -149,6 +149,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		ParkAfter:  f.parkAfter,
 		Logger:     log,
 
+		LeaseMetrics:      f.leaseMetrics,
+		LeaseMetricsLimit: f.leaseMetricsLimit,
+
 		MaxConcurrentHandovers: f.maxHandovers,
 		MaxHandoverQueue:       f.maxHandoverQueue,
 	})
