@@ -698,3 +698,28 @@ func TestDeploySecretsAndTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestDeployAdvertiseURLs: every gateway the packaging runs advertises a
+// URL serve accepts: https:// where it serves HTTPS (FENCEGATE_TLS_CERT),
+// so that a 421 never sends a worker's bearer token over plain HTTP (FM42).
+func TestDeployAdvertiseURLs(t *testing.T) {
+	n := 0
+	for _, inv := range deployments(t) {
+		if inv.args[0] != "serve" {
+			continue
+		}
+		adv := inv.env["FENCEGATE_ADVERTISE_URL"]
+		if adv == "" {
+			t.Errorf("%s: no FENCEGATE_ADVERTISE_URL: the default is the listen address, which other hosts cannot reach", inv.where)
+			continue
+		}
+		n++
+		sc := gateway.ServerConfig{TLSCertFile: inv.env["FENCEGATE_TLS_CERT"], TLSKeyFile: inv.env["FENCEGATE_TLS_KEY"]}
+		if _, err := sc.AdvertiseURL(adv, inv.env["FENCEGATE_LISTEN"]); err != nil {
+			t.Errorf("%s: %v", inv.where, err)
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d gateways advertise a URL, want compose, k8s and systemd", n)
+	}
+}
