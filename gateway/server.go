@@ -130,8 +130,8 @@ func (s *Server) route(method, path string, h echo.HandlerFunc) {
 
 // measure records the request duration by route and status. Its labels
 // run before authentication, so none may be what a client chose (FM41):
-// the method is one of the standard ones or _OTHER, the route one this
-// server registered or none.
+// the method is one of the standard ones or _OTHER, the route a template
+// this server registered or _OTHER.
 func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
