@@ -96,7 +96,9 @@ func (s *Server) limitClient(next echo.HandlerFunc) echo.HandlerFunc {
 // ServeHTTP makes Server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
 
-// Echo exposes the router so that other components (metrics) can add routes.
+// Echo exposes the router so that other components can add routes; their
+// requests are measured with http.route _OTHER (only the routes NewServer
+// and Metrics register are label values, FM41).
 func (s *Server) Echo() *echo.Echo { return s.e }
 
 // Metrics serves h at GET /metrics (no authentication: scrape from the
