@@ -39,10 +39,34 @@ type Config struct {
 	MaxBackoff time.Duration
 	// HTTP sends the requests. Defaults to a client with a 30s timeout.
 	HTTP *http.Client
+	// HolderHosts says which hosts a 421's holder_url may name: requests
+	// follow it, with the bearer token, only over BaseURL's scheme (never
+	// from https to http) and only to BaseURL's host or a host an entry
+	// allows. An entry is a host name ("gw1.example.internal", exact), a
+	// domain (".example.internal": any host name ending in it; at least
+	// two labels), an IP address or a CIDR prefix ("10.0.0.0/8", for
+	// replicas advertised by address). Ports are not compared.
+	//
+	// nil (the default) allows BaseURL's host and, when it is a host name
+	// of three labels or more, every host sharing its parent domain:
+	// BaseURL https://fencegate.prod.example.com allows
+	// gw-1.prod.example.com, not example.com or other.example.com. A
+	// one- or two-label host name ("fencegate-gateway", "example.com")
+	// and an IP literal allow only themselves. Under a public suffix of two
+	// labels (fencegate.co.uk) the default would allow the whole suffix:
+	// list the hosts instead.
+	//
+	// A holder_url not allowed makes the 421 a failed call, matching
+	// ErrHolderNotAllowed: retried at BaseURL after a backoff like a
+	// transport error, with nothing sent to the holder.
+	HolderHosts []string
 }
 
 // Client talks to a gateway. It is safe for concurrent use.
-type Client struct{ cfg Config }
+type Client struct {
+	cfg     Config
+	holders *holderPolicy
+}
 
 // New validates cfg and fills its defaults.
 func New(cfg Config) (*Client, error) {
@@ -70,10 +94,14 @@ func New(cfg Config) (*Client, error) {
 	case cfg.MinBackoff <= 0 || cfg.MaxBackoff < cfg.MinBackoff:
 		return nil, errors.New("fencegate: MinBackoff must be positive and at most MaxBackoff")
 	}
+	holders, err := newHolderPolicy(cfg.BaseURL, cfg.HolderHosts)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
-	return &Client{cfg: cfg}, nil
+	return &Client{cfg: cfg, holders: holders}, nil
 }
 
 // call sends one request to base and decodes a 2xx body into out. An
@@ -110,6 +138,13 @@ func (c *Client) call(ctx context.Context, base, method, path string, body, out 
 		_ = json.Unmarshal(raw, p) // a proxy's HTML page: Status says enough
 		p.Status = resp.StatusCode
 		p.RetryAfter = retryAfter(resp.Header)
+		if p.HolderURL != "" {
+			// Not a *Problem: the reaction table must not follow it
+			// (FM42). The gateway answered, so nothing was done.
+			if err := c.holders.allow(p.HolderURL); err != nil {
+				return fmt.Errorf("%w (answer: %s)", err, p.Error())
+			}
+		}
 		return p
 	}
 	if out != nil {

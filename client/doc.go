@@ -44,6 +44,12 @@
 //     to BaseURL when that replica answers draining or does not answer, so
 //     a drain (SIGTERM) or a restart of the holding replica moves the lease
 //     with its current token, without a TTL wait and without closing Lost.
+//   - No token sent astray. A 421 is followed only over BaseURL's scheme
+//     (never from https to http) and to a host Config.HolderHosts allows
+//     (by default BaseURL's host and the hosts of its parent domain, an IP
+//     literal only itself). Any other holder_url is a failed call,
+//     ErrHolderNotAllowed, retried at BaseURL: the bearer token goes
+//     nowhere the worker did not point it.
 //   - One new generation at a time per lease: renewal and Produce share it,
 //     so they never race two requests with the same token.
 //   - Lost is closed once the lease can no longer write; Err says why: a

@@ -179,8 +179,12 @@ func reactionTo(err error) reaction {
 
 // definite reports whether an answer to a produce promises that nothing of
 // the batch is or will be committed: every 4xx except generation_ended,
-// and the 503s batch_aborted and draining.
+// and the 503s batch_aborted and draining. A 421 whose holder_url was not
+// followed (ErrHolderNotAllowed) is a 4xx too.
 func definite(err error) bool {
+	if errors.Is(err, ErrHolderNotAllowed) {
+		return true // a 421: the gateway did nothing
+	}
 	var p *Problem
 	if !errors.As(err, &p) {
 		return false // a transport error or a timeout: no answer at all

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/client/wire"
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -103,6 +105,15 @@ type Config struct {
 	// answered 429 until their leases expired.
 	MaxHandoverQueue int
 	Limits           Limits
+	// LeaseMetrics exports the per-lease gauges (fencegate.lease.token and
+	// fencegate.lease.producer.epoch, labelled with the lease name) for at
+	// most LeaseMetricsLimit leases held here (default
+	// telemetry.DefaultLeaseSeriesLimit), the first by name; the others are
+	// counted in fencegate.lease.series.omitted. Off by default: /metrics
+	// needs no credentials, and lease names and tokens are for the clients
+	// allowed the leases (FM41).
+	LeaseMetrics      bool
+	LeaseMetricsLimit int
 	// Hooks are named pause points for tests.
 	Hooks Hooks
 	// Now is the monotonic clock for local deadlines (default time.Now).
@@ -143,6 +154,7 @@ func (c *Config) fill() error {
 		c.Kafka.TransactionTimeoutMS = 10000
 	}
 	c.Limits.fill()
+	c.LeaseMetricsLimit = cmp.Or(c.LeaseMetricsLimit, telemetry.DefaultLeaseSeriesLimit)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -163,6 +175,9 @@ func (c *Config) fill() error {
 	}
 	if c.HandoverBudget <= 0 || c.HandoverBudget >= 1 {
 		return fmt.Errorf("gateway: HandoverBudget %v must be in (0, 1)", c.HandoverBudget)
+	}
+	if c.LeaseMetricsLimit < 0 {
+		return fmt.Errorf("gateway: LeaseMetricsLimit %d must not be negative", c.LeaseMetricsLimit)
 	}
 	if c.ParkAfter < 0 {
 		return fmt.Errorf("gateway: ParkAfter %v must not be negative (0: never park)", c.ParkAfter)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -90,6 +91,31 @@ func (c *ServerConfig) fill() {
 // ServerConfig.MaxBodyBytesInFlight: four bodies of the default
 // --max-request-bytes, or about 450 batches of 100 x 1 KiB in JSON.
 const DefaultMaxBodyBytesInFlight = 64 << 20
+
+// AdvertiseURL checks u, the URL other replicas send this listener's
+// clients to (421 holder_url), and returns it, defaulting to
+// <scheme>://<listen> when empty. A listener that serves HTTPS must
+// advertise https://: clients following a 421 would send their bearer
+// tokens in clear, and the SDK refuses to follow one from https to http
+// (FM42). A plain listener may advertise https:// (a TLS proxy in front).
+func (c ServerConfig) AdvertiseURL(u, listen string) (string, error) {
+	tls := c.TLSCertFile != ""
+	if u == "" {
+		if tls {
+			return "https://" + listen, nil
+		}
+		return "http://" + listen, nil
+	}
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return "", fmt.Errorf("--advertise-url %q is not an http:// or https:// URL with a host", u)
+	}
+	if tls && pu.Scheme != "https" {
+		return "", fmt.Errorf("--advertise-url %q is plain HTTP but this listener serves HTTPS (--tls-cert): "+
+			"clients sent there would carry their bearer tokens in clear, and the SDK refuses to follow it; advertise https://%s", u, pu.Host)
+	}
+	return u, nil
+}
 
 // HTTPServer returns an http.Server for h with the timeouts, header limit
 // and TLS of c. The caller serves it with ServeTLS when TLSConfig is set

@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/fencegate/fencegate/internal/telemetry"
 )
 
 // Handover stages, as metric and span names (docs/observability.md).
@@ -185,8 +187,9 @@ func (x *metrics) zero() {
 }
 
 // observe registers the gauges read from the live sessions: the active
-// count, and per lease the current token and producer epoch. They are
-// bounded by this replica's sessions and vanish when a session ends.
+// count, and, with Config.LeaseMetrics, per lease the current token and
+// producer epoch. Those are bounded by Config.LeaseMetricsLimit and vanish
+// when a session ends.
 func (x *metrics) observe(m metric.Meter, g *Gateway) error {
 	active, err := m.Int64ObservableGauge("fencegate.sessions.active", metric.WithUnit("{session}"),
 		metric.WithDescription("Live lease sessions on this replica."))
@@ -208,17 +211,34 @@ func (x *metrics) observe(m metric.Meter, g *Gateway) error {
 	if err != nil {
 		return err
 	}
+	omitted, err := m.Int64ObservableGauge("fencegate.lease.series.omitted", metric.WithUnit("{lease}"),
+		metric.WithDescription("Live sessions on this replica left out of the per-lease gauges by the lease metrics limit (with --lease-metrics)."))
+	if err != nil {
+		return err
+	}
 	x.observers, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		live := g.liveSessions()
 		o.ObserveInt64(active, int64(len(live)))
 		o.ObserveInt64(parked, int64(countParked(live)))
+		if !g.cfg.LeaseMetrics {
+			return nil
+		}
+		byName := make(map[string]*session, len(live))
+		names := make([]string, 0, len(live))
 		for _, s := range live {
+			byName[s.name] = s
+			names = append(names, s.name)
+		}
+		names, left := telemetry.LeaseSeries(names, g.cfg.LeaseMetricsLimit)
+		o.ObserveInt64(omitted, int64(left))
+		for _, n := range names {
+			s := byName[n]
 			set := metric.WithAttributes(attrLease.String(s.name))
 			o.ObserveInt64(token, s.token, set)
 			o.ObserveInt64(epoch, int64(s.epoch), set)
 		}
 		return nil
-	}, active, token, epoch, parked)
+	}, active, token, epoch, parked, omitted)
 	return err
 }
 

@@ -108,8 +108,9 @@ func TestMetricsAroundTakeover(t *testing.T) {
 	b := setup(t)
 	modA, serveA := withMetrics(t)
 	modB, serveB := withMetrics(t)
-	a := b.newReplica(modA)
-	bb := b.newReplica(modB)
+	// The per-lease gauges are opt-in (FM41).
+	a := b.newReplica(func(c *gateway.Config) { modA(c); c.LeaseMetrics = true })
+	bb := b.newReplica(func(c *gateway.Config) { modB(c); c.LeaseMetrics = true })
 	serveA(a)
 	serveB(bb)
 	old := a.mustAcquire(t, "shard:5", "w-old", 2*time.Second)

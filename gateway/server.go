@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/fencegate/fencegate/internal/probe"
 	"github.com/fencegate/fencegate/leasestore"
 )
 
@@ -25,6 +25,11 @@ type Server struct {
 	e     *echo.Echo
 	log   *slog.Logger
 	limit *limiter
+	// routes are the templates of the registered routes: the only
+	// http.route label values (FM41).
+	routes map[string]bool
+	// ready answers /readyz from a cached check (FM43).
+	ready *probe.Cache
 }
 
 const (
@@ -39,7 +44,8 @@ const (
 func NewServer(g *Gateway, auth *Authenticator) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	s := &Server{g: g, auth: auth, e: e, log: g.log, limit: newLimiter(ServerConfig{})}
+	s := &Server{g: g, auth: auth, e: e, log: g.log, limit: newLimiter(ServerConfig{}), routes: map[string]bool{}}
+	s.ready = probe.New(g.Ready, probe.Config{})
 	e.HTTPErrorHandler = s.handleError
 	// A panic in a handler answers 500 problem+json and harms no session:
 	// every session state change happens under its own locks.
@@ -56,6 +62,9 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	v1.PATCH("/leases/:name", s.renew)
 	v1.DELETE("/leases/:name", s.release)
 	v1.POST("/leases/:name/records", s.produce)
+	for _, r := range e.Routes() {
+		s.routes[r.Path] = true
+	}
 	return s
 }
 
@@ -100,14 +109,44 @@ func (s *Server) holdBody(next echo.HandlerFunc) echo.HandlerFunc {
 // ServeHTTP makes Server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
 
-// Echo exposes the router so that other components (metrics) can add routes.
+// Echo exposes the router so that other components can add routes; their
+// requests are measured with http.route _OTHER (only the routes NewServer
+// and Metrics register are label values, FM41).
 func (s *Server) Echo() *echo.Echo { return s.e }
 
 // Metrics serves h at GET /metrics (no authentication: scrape from the
-// operator network).
-func (s *Server) Metrics(h http.Handler) { s.e.GET("/metrics", echo.WrapHandler(h)) }
+// operator network), at most MaxConcurrentScrapes at once: a scrape
+// encodes every series, and an unauthenticated flood of them would take
+// the CPU the workers need (FM41). Beyond the cap: 429 with Retry-After.
+func (s *Server) Metrics(h http.Handler) {
+	scrapes := make(chan struct{}, MaxConcurrentScrapes)
+	s.route(http.MethodGet, "/metrics", func(c echo.Context) error {
+		select {
+		case scrapes <- struct{}{}:
+		default:
+			return errorf(CodeTooManyRequests, "%d scrapes of /metrics are being served; retry later", MaxConcurrentScrapes)
+		}
+		defer func() { <-scrapes }()
+		h.ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
+}
 
-// measure records the request duration by route and status.
+// MaxConcurrentScrapes bounds the /metrics scrapes served at once.
+// Prometheus scrapes a target one at a time; two leaves room for a second
+// Prometheus of a high-availability pair.
+const MaxConcurrentScrapes = 2
+
+// route registers a route and remembers its template as a label value.
+func (s *Server) route(method, path string, h echo.HandlerFunc) {
+	s.e.Add(method, path, h)
+	s.routes[path] = true
+}
+
+// measure records the request duration by route and status. Its labels
+// run before authentication, so none may be what a client chose (FM41):
+// the method is one of the standard ones or _OTHER, the route a template
+// this server registered or _OTHER.
 func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -117,10 +156,35 @@ func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 			status = statusOf(s.errorOf(err).Code)
 		}
 		s.g.met.httpDur.Record(c.Request().Context(), time.Since(start).Seconds(), metric.WithAttributes(
-			attribute.String("http.route", c.Path()), attribute.String("http.request.method", c.Request().Method),
+			attribute.String("http.route", s.routeOf(c)), attribute.String("http.request.method", methodLabel(c.Request().Method)),
 			attribute.Int("http.response.status_code", status)))
 		return err
 	}
+}
+
+// routeOf is the route template c matched, or routeUnmatched: for a path
+// no route matches echo may report the path itself.
+func (s *Server) routeOf(c echo.Context) string {
+	if p := c.Path(); s.routes[p] {
+		return p
+	}
+	return routeUnmatched
+}
+
+// routeUnmatched is the http.route label of requests no route matched.
+const routeUnmatched = "_OTHER"
+
+// methodLabel is the http.request.method label of method: the method when
+// it is one of the HTTP methods of RFC 9110 and RFC 5789, else _OTHER, as
+// the OpenTelemetry HTTP semantic conventions ask. Any token is a valid
+// method, so a label taken as sent is one series per invented method.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "_OTHER"
 }
 
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
@@ -356,10 +420,16 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz answers from the last check when it is younger than the
+// probe's interval, and otherwise waits for one check shared by every
+// caller of the moment (FM43): each check costs a Postgres round trip and
+// a metadata request, and /readyz needs no credentials. A drain is seen
+// at once: it needs no query.
 func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
-	defer cancel()
-	if err := s.g.Ready(ctx); err != nil {
+	if s.g.draining.Load() {
+		return errDraining()
+	}
+	if err := s.ready.Check(c.Request().Context()); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})

@@ -46,6 +46,8 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/internal/probe"
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -102,8 +104,15 @@ type Config struct {
 	Parallel int
 	// PollTimeout bounds one consumer poll (default 100ms).
 	PollTimeout time.Duration
-	Hooks       Hooks
-	Logger      *slog.Logger
+	// LeaseMetrics exports fencegate.materializer.fence.token, labelled
+	// with the lease name, for at most LeaseMetricsLimit leases (default
+	// telemetry.DefaultLeaseSeriesLimit), the first by name; the others
+	// are counted in fencegate.materializer.fence.series.omitted. Off by
+	// default: /metrics needs no credentials (FM41).
+	LeaseMetrics      bool
+	LeaseMetricsLimit int
+	Hooks             Hooks
+	Logger            *slog.Logger
 	// MeterProvider receives the metrics (default: no-op).
 	MeterProvider metric.MeterProvider
 }
@@ -128,6 +137,12 @@ func (c *Config) fill() error {
 	}
 	if c.PollTimeout == 0 {
 		c.PollTimeout = 100 * time.Millisecond
+	}
+	if c.LeaseMetricsLimit == 0 {
+		c.LeaseMetricsLimit = telemetry.DefaultLeaseSeriesLimit
+	}
+	if c.LeaseMetricsLimit < 0 {
+		return fmt.Errorf("materializer: LeaseMetricsLimit %d must not be negative", c.LeaseMetricsLimit)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -154,6 +169,8 @@ type Materializer struct {
 	met      *metrics
 	fenceMu  sync.Mutex
 	fences   map[string]int64 // lease -> token, as committed by this instance
+	// ready serves /readyz from a cached Ready (FM43).
+	ready *probe.Cache
 
 	// copiedChunks counts chunks copied straight into the ledger,
 	// copyFallbacks those whose COPY met a key applied before and went
@@ -180,6 +197,7 @@ func New(pool *pgxpool.Pool, router *txnmap.Router, cfg Config) (*Materializer, 
 	}
 	m := &Materializer{pool: pool, router: router, signer: signer, cfg: cfg, log: cfg.Logger,
 		lag: map[partitionKey]int64{}, fences: map[string]int64{}}
+	m.ready = probe.New(m.Ready, probe.Config{})
 	for _, v := range Verdicts {
 		m.verdicts.Store(v, new(atomic.Int64))
 	}

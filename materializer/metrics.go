@@ -3,10 +3,14 @@ package materializer
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/fencegate/fencegate/internal/telemetry"
 )
 
 // metrics are the materializer's instruments, created once.
@@ -34,6 +38,11 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	omitted, err := meter.Int64ObservableGauge("fencegate.materializer.fence.series.omitted", metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases left out of fencegate.materializer.fence.token by the lease metrics limit (with --lease-metrics)."))
+	if err != nil {
+		return nil, err
+	}
 	lag, err := meter.Int64ObservableGauge("fencegate.materializer.lag", metric.WithUnit("{record}"),
 		metric.WithDescription("High watermark minus the next offset to apply, per partition."))
 	if err != nil {
@@ -45,8 +54,13 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 		x.records.Add(context.Background(), 0, metric.WithAttributes(attribute.String("verdict", string(v))))
 	}
 	x.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for lease, token := range m.Fences() {
-			o.ObserveInt64(fence, token, metric.WithAttributes(attribute.String("fencegate.lease", lease)))
+		if m.cfg.LeaseMetrics {
+			fences := m.Fences()
+			names, left := telemetry.LeaseSeries(slices.Collect(maps.Keys(fences)), m.cfg.LeaseMetricsLimit)
+			o.ObserveInt64(omitted, int64(left))
+			for _, lease := range names {
+				o.ObserveInt64(fence, fences[lease], metric.WithAttributes(attribute.String("fencegate.lease", lease)))
+			}
 		}
 		m.lagMu.Lock()
 		defer m.lagMu.Unlock()
@@ -55,7 +69,7 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 				attribute.String("messaging.destination.partition.id", fmt.Sprint(k.partition))))
 		}
 		return nil
-	}, fence, lag)
+	}, fence, omitted, lag)
 	return &x, err
 }
 

@@ -26,7 +26,7 @@ func TestMetricsAfterFM12Sequence(t *testing.T) {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	last := b.write(1, bar("shard:1", 5), data("shard:1", 5, "a", 0), bar("shard:1", 6),
 		data("shard:1", 6, "b", 0), data("shard:1", 5, "c", 0), data("shard:1", 6, "b", 0))
-	m := b.newMaterializer(func(c *materializer.Config) { c.MeterProvider = mp })
+	m := b.newMaterializer(func(c *materializer.Config) { c.MeterProvider = mp; c.LeaseMetrics = true })
 	defer m.Close()
 	b.runUntil(m, b.db, 1, last)
 	mux := m.Handler()
@@ -86,5 +86,45 @@ func TestMetricsAfterFM12Sequence(t *testing.T) {
 		if m.GetGauge().GetValue() != 0 {
 			t.Errorf("lag after catching up: %v", m)
 		}
+	}
+}
+
+// TestFM41_NoFencesOnMetricsByDefault: the materializer's /metrics needs
+// no credentials, so by default it names no lease (the review read every
+// lease's fence token there); with LeaseMetrics on, at most
+// LeaseMetricsLimit leases, the others counted.
+func TestFM41_NoFencesOnMetricsByDefault(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		mod   func(*materializer.Config)
+		fence int
+	}{
+		{"default", func(*materializer.Config) {}, 0},
+		{"opt-in limit 1", func(c *materializer.Config) { c.LeaseMetrics, c.LeaseMetricsLimit = true, 1 }, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			mp, h, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Materializer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			b.write(1, bar("shard:1", 5))
+			last := b.write(1, bar("shard:secret-customer-17", 7))
+			m := b.newMaterializer(func(cfg *materializer.Config) { cfg.MeterProvider = mp; c.mod(cfg) })
+			defer m.Close()
+			b.runUntil(m, b.db, 1, last)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			raw := rec.Body.String()
+			if n := strings.Count(raw, "fencegate_materializer_fence_token{"); n != c.fence {
+				t.Errorf("%d fence series, want %d", n, c.fence)
+			}
+			if c.fence == 0 && strings.Contains(raw, "secret-customer-17") {
+				t.Errorf("/metrics names a lease by default")
+			}
+		})
 	}
 }

@@ -698,3 +698,82 @@ func TestDeploySecretsAndTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestDeployAdvertiseURLs: every gateway the packaging runs advertises a
+// URL serve accepts: https:// where it serves HTTPS (FENCEGATE_TLS_CERT),
+// so that a 421 never sends a worker's bearer token over plain HTTP (FM42).
+func TestDeployAdvertiseURLs(t *testing.T) {
+	n := 0
+	for _, inv := range deployments(t) {
+		if inv.args[0] != "serve" {
+			continue
+		}
+		adv := inv.env["FENCEGATE_ADVERTISE_URL"]
+		if adv == "" {
+			t.Errorf("%s: no FENCEGATE_ADVERTISE_URL: the default is the listen address, which other hosts cannot reach", inv.where)
+			continue
+		}
+		n++
+		sc := gateway.ServerConfig{TLSCertFile: inv.env["FENCEGATE_TLS_CERT"], TLSKeyFile: inv.env["FENCEGATE_TLS_KEY"]}
+		if _, err := sc.AdvertiseURL(adv, inv.env["FENCEGATE_LISTEN"]); err != nil {
+			t.Errorf("%s: %v", inv.where, err)
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d gateways advertise a URL, want compose, k8s and systemd", n)
+	}
+}
+
+// TestMaterializerGrantsCoverItsQueries: the materializer's role gets the
+// grants of the RUNBOOK's "materializer grants" block, and compose's
+// grants service runs the same ones. Every table the materializer's
+// statements name (materializer/queries.go) is granted, and none of the
+// lease store's tables is (FM42: a materializer that can write replicas
+// can send workers and their tokens anywhere).
+func TestMaterializerGrantsCoverItsQueries(t *testing.T) {
+	runbook, err := os.ReadFile("../../deploy/compose/RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(runbook), "-- materializer grants\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatal("RUNBOOK.md has no ```sql block starting with -- materializer grants")
+	}
+	grantRe := regexp.MustCompile(`GRANT ([A-Z, ]+) ON ([a-z_, ]+) TO fencegate_materializer;`)
+	granted := map[string]string{}
+	var stmts []string
+	for _, m := range grantRe.FindAllStringSubmatch(block, -1) {
+		stmts = append(stmts, m[0])
+		for _, tbl := range strings.Split(m[2], ",") {
+			granted[strings.TrimSpace(tbl)] = m[1]
+		}
+	}
+	queries, err := os.ReadFile("../../materializer/queries.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The temporary stage, common table expressions and the lease names of
+	// the SQL's own comments are not tables.
+	notTables := map[string]bool{"fencegate_stage": true, "a": true, "d": true}
+	used := regexp.MustCompile(`(?:FROM|INTO|UPDATE|JOIN) ([a-z_]+)`)
+	for _, m := range used.FindAllStringSubmatch(string(queries), -1) {
+		if tbl := m[1]; !notTables[tbl] && granted[tbl] == "" {
+			t.Errorf("materializer/queries.go uses %s, which the materializer grants do not cover", tbl)
+		}
+	}
+	for _, tbl := range []string{"leases", "lease_events", "replicas", "placements", "lease_token_seq", "schema_migrations", "ledger_migrations"} {
+		if g := granted[tbl]; g != "" {
+			t.Errorf("the materializer role is granted %s on %s, a table it must not write", g, tbl)
+		}
+	}
+	compose, err := os.ReadFile("../../deploy/compose/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if !strings.Contains(string(compose), s) {
+			t.Errorf("compose's grants service does not run %q", s)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
@@ -112,6 +113,10 @@ type commonFlags struct {
 	// dev is set by `fencegate dev` only (no flag): it alone may run on
 	// the public development key and token (FM45).
 	dev bool
+	// leaseMetrics exports per-lease series (lease names and tokens) on
+	// the unauthenticated /metrics, for at most leaseMetricsLimit leases.
+	leaseMetrics      bool
+	leaseMetricsLimit int
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
@@ -124,6 +129,10 @@ func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
 	fs.StringVar(&f.barrierKeyFile, "barrier-key-file", "", "file holding the barrier key(s), one a line, the signing key first")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
+	fs.BoolVar(&f.leaseMetrics, "lease-metrics", false, "export per-lease series (lease names and tokens) on /metrics, which needs no credentials: "+
+		"only where every scraper may see every lease (docs/observability.md)")
+	fs.IntVar(&f.leaseMetricsLimit, "lease-metrics-limit", telemetry.DefaultLeaseSeriesLimit,
+		"with --lease-metrics, the most leases exported as series (the first by name; the others are counted in *_series_omitted)")
 }
 
 // registerKafka registers the Kafka connection flags other than the

@@ -288,3 +288,31 @@ func TestFM44_TwoCommonNamesRefused(t *testing.T) {
 		t.Fatalf("the one-name certificate of worker-7: %d %s", code, body)
 	}
 }
+
+// TestFM42_ServeRefusesPlainAdvertiseURLOverHTTPS: a replica serving HTTPS
+// that advertises an http:// URL would have other replicas send its
+// workers, bearer tokens included, over plain HTTP; serve refuses to start
+// and names the flag. Before: it started without a word.
+func TestFM42_ServeRefusesPlainAdvertiseURLOverHTTPS(t *testing.T) {
+	t.Parallel()
+	ca := kafkatest.NewCA(t, "gateway-ca")
+	pair := ca.Server(t, "gateway")
+	cfg := filepath.Join(t.TempDir(), "fencegate.yaml")
+	yaml := "transactional_id_prefix: t\nroutes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 16}\n" +
+		"clients:\n  - {name: ops, token_sha256: " + gateway.HashToken("ops-token") + ", allow: [\"*\"]}\n"
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, adv := range []string{"http://gw1.example.internal:8080", "gw1.example.internal:8080"} {
+		f := serveFlags{listen: "127.0.0.1:0", replica: "r1", advertise: adv, minTTL: time.Millisecond, maxTTL: time.Hour,
+			http: gateway.ServerConfig{TLSCertFile: pair.CertFile, TLSKeyFile: pair.KeyFile},
+			commonFlags: commonFlags{databaseURL: "postgres://nobody@127.0.0.1:1/none", brokers: "127.0.0.1:1",
+				configPath: cfg, barrierKey: "0123456789abcdef0123"}}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "--advertise-url") {
+			t.Errorf("serve over HTTPS advertising %s: %v, want a refusal naming --advertise-url", adv, err)
+		}
+	}
+}

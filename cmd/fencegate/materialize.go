@@ -73,7 +73,8 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	}
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	m, err := materializer.New(pool, router, materializer.Config{Kafka: conn,
-		BarrierKey: key, PreviousBarrierKeys: previous, Logger: log, MeterProvider: mp, Partitions: parts})
+		BarrierKey: key, PreviousBarrierKeys: previous, Logger: log, MeterProvider: mp, Partitions: parts,
+		LeaseMetrics: f.leaseMetrics, LeaseMetricsLimit: f.leaseMetricsLimit})
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,9 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 	t.Cleanup(func() { cancel(); stopped.Wait() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	common := commonFlags{databaseURL: db.URL, brokers: k.Brokers, configPath: cfg,
-		barrierKey: "e2e-barrier-key-0123456789", migrate: true}
+		barrierKey: "e2e-barrier-key-0123456789", migrate: true,
+		// The dashboard's per-lease table reads the opt-in series.
+		leaseMetrics: true}
 
 	ready := make(chan string, 1)
 	gwErr := make(chan error, 1)

@@ -54,7 +54,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.commonFlags.register(fs, "gateway")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
-	fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>)")
+	fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>, https://<listen> with --tls-cert; must be https:// with --tls-cert)")
 	fs.DurationVar(&f.minTTL, "min-ttl", leasestore.DefaultMinTTL, "shortest lease TTL accepted")
 	fs.DurationVar(&f.maxTTL, "max-ttl", leasestore.DefaultMaxTTL, "longest lease TTL accepted")
 	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 10*time.Second, "transaction.timeout.ms of producers; keep below the TTLs in use")
@@ -117,6 +117,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	if err := f.refuseDevToken(fc); err != nil {
 		return err
 	}
+	if f.advertise, err = f.http.AdvertiseURL(f.advertise, f.listen); err != nil {
+		return err
+	}
 	// Only the signing key: the gateway writes barriers, never reads them.
 	key, _, err := f.barrierKeys(log)
 	if err != nil {
@@ -145,13 +148,6 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer func() { _ = stopTracing(context.Background()) }()
-	if f.advertise == "" {
-		scheme := "http://"
-		if f.http.TLSCertFile != "" {
-			scheme = "https://"
-		}
-		f.advertise = scheme + f.listen
-	}
 	g, err := gateway.New(store, router, gateway.Config{
 		MeterProvider: mp, TracerProvider: tp,
 		Replica: f.replica, AdvertiseURL: f.advertise,
@@ -160,6 +156,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		Limits:     f.limits,
 		ParkAfter:  f.parkAfter,
 		Logger:     log,
+
+		LeaseMetrics:      f.leaseMetrics,
+		LeaseMetricsLimit: f.leaseMetricsLimit,
 
 		MaxConcurrentHandovers: f.maxHandovers,
 		MaxHandoverQueue:       f.maxHandoverQueue,

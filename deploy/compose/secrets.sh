@@ -49,6 +49,7 @@ cluster_id() { openssl rand 16 | openssl base64 -A | tr '+/' '-_' | tr -d '='; }
 ensure POSTGRES_PASSWORD hex 24
 ensure DB_OWNER_PASSWORD hex 24
 ensure DB_APP_PASSWORD hex 24
+ensure DB_MATERIALIZER_PASSWORD hex 24
 # HMAC-SHA256 key of generation barriers, shared by gateways and the
 # materializer: 32 random bytes.
 ensure BARRIER_KEY hex 32

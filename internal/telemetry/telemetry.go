@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -125,4 +126,22 @@ func Tracing(ctx context.Context) (tp trace.TracerProvider, shutdown func(contex
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
 	return sdk, sdk.Shutdown, nil
+}
+
+// DefaultLeaseSeriesLimit is the most leases a process exports per-lease
+// series for when lease metrics are on (gateway.Config.LeaseMetricsLimit,
+// materializer.Config.LeaseMetricsLimit, the --lease-metrics-limit flags).
+// Each lease costs two series on a gateway and one on a materializer.
+const DefaultLeaseSeriesLimit = 1000
+
+// LeaseSeries returns the names a process exports per-lease series for:
+// the first limit of names in byte order (stable from scrape to scrape, so
+// a series does not come and go as other leases do), and how many are
+// left out. It sorts names in place.
+func LeaseSeries(names []string, limit int) ([]string, int) {
+	if len(names) <= limit {
+		return names, 0
+	}
+	slices.Sort(names)
+	return names[:limit], len(names) - limit
 }
