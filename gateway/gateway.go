@@ -92,7 +92,8 @@ type Config struct {
 	// is answered not_holder so that the worker resumes it as a new
 	// generation (docs/design.md, "Parking idle sessions"). 0 never parks.
 	ParkAfter time.Duration
-	// MaxConcurrentHandovers bounds handovers in flight (default 16):
+	// MaxConcurrentHandovers bounds handovers in flight (default
+	// DefaultMaxConcurrentHandovers):
 	// each creates a librdkafka instance, and a thundering herd of them
 	// (every worker re-acquiring after a restart) starves the process. An
 	// acquire waits for a slot before its grant, so waiting spends none of
@@ -102,9 +103,16 @@ type Config struct {
 	// MaxConcurrentHandovers); beyond it an acquire is answered 429 at
 	// once. Waiting acquires hold API requests in flight: unbounded, a cold
 	// start of thousands filled the in-flight caps and renewals were
-	// answered 429 until their leases expired.
+	// answered 429 until their leases expired. Slots and queue are shared
+	// fairly between API clients (handoverSlots, FM47).
 	MaxHandoverQueue int
-	Limits           Limits
+	// MaxSessions bounds this replica's live sessions (default
+	// DefaultMaxSessions), MaxSessionsPerClient those of one API client
+	// (default DefaultMaxSessionsPerClient); an acquire beyond either is
+	// answered 429 before its grant (FM46).
+	MaxSessions          int
+	MaxSessionsPerClient int
+	Limits               Limits
 	// LeaseMetrics exports the per-lease gauges (fencegate.lease.token and
 	// fencegate.lease.producer.epoch, labelled with the lease name) for at
 	// most LeaseMetricsLimit leases held here (default
@@ -144,12 +152,10 @@ func (c *Config) fill() error {
 	if c.HeartbeatEvery == 0 {
 		c.HeartbeatEvery = 2 * time.Second
 	}
-	if c.MaxConcurrentHandovers == 0 {
-		c.MaxConcurrentHandovers = 16
-	}
-	if c.MaxHandoverQueue == 0 {
-		c.MaxHandoverQueue = 4 * c.MaxConcurrentHandovers
-	}
+	c.MaxConcurrentHandovers = cmp.Or(c.MaxConcurrentHandovers, DefaultMaxConcurrentHandovers)
+	c.MaxHandoverQueue = cmp.Or(c.MaxHandoverQueue, 4*c.MaxConcurrentHandovers)
+	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
+	c.MaxSessionsPerClient = cmp.Or(c.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
 	if c.Kafka.TransactionTimeoutMS == 0 {
 		c.Kafka.TransactionTimeoutMS = 10000
 	}
@@ -172,6 +178,9 @@ func (c *Config) fill() error {
 	}
 	if c.MaxConcurrentHandovers < 0 || c.MaxHandoverQueue < 0 {
 		return fmt.Errorf("gateway: MaxConcurrentHandovers %d and MaxHandoverQueue %d must not be negative", c.MaxConcurrentHandovers, c.MaxHandoverQueue)
+	}
+	if c.MaxSessions < 0 || c.MaxSessionsPerClient < 0 {
+		return fmt.Errorf("gateway: MaxSessions %d and MaxSessionsPerClient %d must not be negative", c.MaxSessions, c.MaxSessionsPerClient)
 	}
 	if c.HandoverBudget <= 0 || c.HandoverBudget >= 1 {
 		return fmt.Errorf("gateway: HandoverBudget %v must be in (0, 1)", c.HandoverBudget)
@@ -219,9 +228,8 @@ type Gateway struct {
 	log    *slog.Logger
 	met    *metrics
 	tracer trace.Tracer
-	slots  chan struct{} // handovers in flight
-	// waiting counts acquires waiting for a slot (MaxHandoverQueue).
-	waiting atomic.Int64
+	slots  *handoverSlots // handovers in flight and waiting
+	quotas *quotaMetrics
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -251,8 +259,12 @@ func New(store LeaseStore, router *txnmap.Router, cfg Config) (*Gateway, error) 
 	g := &Gateway{cfg: cfg, store: store, router: router, signer: signer, insp: insp,
 		log: cfg.Logger, sessions: map[string]*session{}, stop: make(chan struct{}),
 		tracer: cfg.TracerProvider.Tracer("github.com/fencegate/fencegate/gateway"),
-		slots:  make(chan struct{}, cfg.MaxConcurrentHandovers)}
+		slots:  newHandoverSlots(cfg.MaxConcurrentHandovers, cfg.MaxHandoverQueue)}
 	if g.met, err = newMetrics(cfg.MeterProvider, g); err != nil {
+		insp.close()
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	if g.quotas, err = newQuotaMetrics(cfg.MeterProvider, g); err != nil {
 		insp.close()
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
@@ -282,6 +294,7 @@ func (g *Gateway) Close() {
 		if g.met.observers != nil {
 			_ = g.met.observers.Unregister()
 		}
+		g.quotas.close()
 	})
 }
 

@@ -62,7 +62,11 @@ func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	if err != nil {
 		return Grant{}, spanError(span, err)
 	}
-	if err := g.takeSlot(ctx); err != nil {
+	if err := g.roomFor(req.Caller, req.Name); err != nil {
+		return Grant{}, spanError(span, err)
+	}
+	client := req.Caller.name()
+	if err := g.takeSlot(ctx, client); err != nil {
 		return Grant{}, spanError(span, err)
 	}
 	defer g.freeSlot()
@@ -152,33 +156,23 @@ func (g *Gateway) mayMove(ctx context.Context, req AcquireRequest) error {
 // takeSlot waits for one of the MaxConcurrentHandovers slots, before the
 // grant: a handover that waits spends none of its TTL waiting, so a cold
 // start of many leases queues rather than fails. At most MaxHandoverQueue
-// acquires wait; the wait is bounded by the request and by MaxHandover.
-// Beyond either the acquire is refused 429, before any grant.
-func (g *Gateway) takeSlot(ctx context.Context) error {
-	select {
-	case g.slots <- struct{}{}:
-		return nil
-	default:
-	}
-	if g.waiting.Add(1) > int64(g.cfg.MaxHandoverQueue) {
-		g.waiting.Add(-1)
-		return errorf(CodeTooManyRequests, "%d handovers in flight and %d waiting; retry later", cap(g.slots), g.cfg.MaxHandoverQueue)
-	}
-	defer g.waiting.Add(-1)
+// acquires wait, shared fairly between clients (handoverSlots); the wait
+// is bounded by the request and by MaxHandover. Beyond either the acquire
+// is refused 429, before any grant.
+func (g *Gateway) takeSlot(ctx context.Context, client string) error {
 	wctx, cancel := context.WithTimeout(ctx, g.cfg.MaxHandover)
 	defer cancel()
-	select {
-	case g.slots <- struct{}{}:
-		return nil
-	case <-wctx.Done():
-		return errorf(CodeTooManyRequests, "%d handovers in flight and none finished within %v; retry later", cap(g.slots), g.cfg.MaxHandover)
+	if err := g.slots.take(wctx, client); err != nil {
+		g.quotas.refused(client, "handovers")
+		return err
 	}
+	return nil
 }
 
 // HandoversWaiting is the number of acquires waiting for a handover slot.
-func (g *Gateway) HandoversWaiting() int { return int(g.waiting.Load()) }
+func (g *Gateway) HandoversWaiting() int { return g.slots.waiting() }
 
-func (g *Gateway) freeSlot() { <-g.slots }
+func (g *Gateway) freeSlot() { g.slots.release() }
 
 // handover runs steps 3 to 5 for grant lease and installs the session.
 func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Placement, lease leasestore.Lease) (*session, error) {

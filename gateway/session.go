@@ -210,22 +210,28 @@ func (s *session) stamp() barrier.Stamp {
 	return barrier.Stamp{Lease: s.name, Token: s.token, Owner: s.owner}
 }
 
-// rememberedBatches bounds the committed batch ids a session keeps for
-// idempotent retries within its generation.
-const rememberedBatches = 1024
+// rememberedBatches and rememberedOffsets bound what a session keeps for
+// idempotent retries within its generation: at most 1024 batch ids and
+// 16,384 offsets (128 KiB), whichever is reached first. Bounded in entries
+// alone, a session of 10,000-record batches kept about 80 MB.
+const (
+	rememberedBatches = 1024
+	rememberedOffsets = 1 << 14
+)
 
-// batchMemory remembers the last rememberedBatches committed batches of a
-// generation, so that a worker that lost a 200 (a timeout) and retries the
-// same batch_id gets the original offsets and writes nothing. It has its
-// own lock, so that a draining replica answers a retry without waiting
-// behind the batch in flight. Older ids are forgotten in commit order; a
-// retry of a forgotten id writes the batch again and the ledger keeps it
-// once (its dedup key is the owner's batch id).
+// batchMemory remembers the last committed batches of a generation, within
+// rememberedBatches and rememberedOffsets, so that a worker that lost a 200
+// (a timeout) and retries the same batch_id gets the original offsets and
+// writes nothing. It has its own lock, so that a draining replica answers
+// a retry without waiting behind the batch in flight. Older ids are
+// forgotten in commit order (a batch larger than rememberedOffsets is not
+// kept at all); a retry of a forgotten id writes the batch again and the
+// ledger keeps it once (its dedup key is the owner's batch id).
 type batchMemory struct {
-	mu    sync.Mutex
-	byID  map[string]ProduceResult
-	order []string // ring of ids in commit order
-	next  int
+	mu      sync.Mutex
+	byID    map[string]ProduceResult
+	order   []string // ids in commit order, oldest first
+	offsets int      // offsets kept, over byID
 }
 
 func (m *batchMemory) recall(id string) (ProduceResult, bool) {
@@ -238,15 +244,30 @@ func (m *batchMemory) recall(id string) (ProduceResult, bool) {
 func (m *batchMemory) remember(id string, r ProduceResult) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(r.Offsets) > rememberedOffsets {
+		return
+	}
 	if m.byID == nil {
 		m.byID = make(map[string]ProduceResult)
 	}
-	if len(m.order) < rememberedBatches {
-		m.order = append(m.order, id)
-	} else {
-		delete(m.byID, m.order[m.next])
-		m.order[m.next] = id
-		m.next = (m.next + 1) % rememberedBatches
+	for len(m.order) >= rememberedBatches || m.offsets+len(r.Offsets) > rememberedOffsets {
+		m.forgetOldest()
 	}
+	m.order = append(m.order, id)
 	m.byID[id] = r
+	m.offsets += len(r.Offsets)
+}
+
+func (m *batchMemory) forgetOldest() {
+	old := m.order[0]
+	m.order = m.order[1:]
+	m.offsets -= len(m.byID[old].Offsets)
+	delete(m.byID, old)
+}
+
+// size is what the memory holds: batch ids and offsets.
+func (m *batchMemory) size() (batches, offsets int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID), m.offsets
 }

@@ -47,6 +47,9 @@ type serveFlags struct {
 	maxHandovers int
 	// maxHandoverQueue bounds the acquires waiting for a slot.
 	maxHandoverQueue int
+	// maxSessions and maxSessionsPerClient bound the live sessions of the
+	// replica and of one API client (FM46).
+	maxSessions, maxSessionsPerClient int
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -66,8 +69,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
 	fs.DurationVar(&f.parkAfter, "park-after", 30*time.Second, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
-	fs.IntVar(&f.maxHandovers, "max-handovers", 16, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
-	fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
+	fs.IntVar(&f.maxHandovers, "max-handovers", gateway.DefaultMaxConcurrentHandovers, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
+	fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot, shared fairly between clients; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
+	fs.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "live sessions on this replica; an acquire beyond is answered 429 before its grant")
+	fs.IntVar(&f.maxSessionsPerClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "live sessions of one API client on this replica; an acquire beyond is answered 429 before its grant")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 	d := gateway.DefaultServerConfig()
 	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -162,6 +167,8 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 
 		MaxConcurrentHandovers: f.maxHandovers,
 		MaxHandoverQueue:       f.maxHandoverQueue,
+		MaxSessions:            f.maxSessions,
+		MaxSessionsPerClient:   f.maxSessionsPerClient,
 	})
 	if err != nil {
 		return err
