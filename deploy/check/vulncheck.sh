@@ -97,7 +97,7 @@ if [ "$rc" -ne 0 ]; then
     say "clean but for $(wc -w <<<"$found") accepted finding(s) ($accepted; whole report: $log)"
     exit 0
   fi
-  say "NEW findings: $(echo $new)"
+  say "NEW findings: $(tr '\n' ' ' <<<"$new")"
   # One block per finding: id, summary, where found, where fixed.
   grep -E '^(== govulncheck|Vulnerability #|Your code|This scan|vulnerabilities in|these vulnerabilities)|^    [A-Z]|^  (Module|Standard library)|Found in:|Fixed in:' "$log" | grep -v 'Example traces' || true
   say "FAILED: the code reaches the vulnerabilities above (whole report with traces: $log)."
