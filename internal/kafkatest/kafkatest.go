@@ -245,17 +245,26 @@ func CreateTopic(conn kafkaconn.Config, topic string, partitions int32) error {
 		}
 	}
 	// Metadata reaches every broker after the controller answered.
+	if why := waitLeaders(ctx, cl, topic, partitions); why != "" {
+		return fmt.Errorf("topic %s created on %s but not ready: %s", topic, conn, why)
+	}
+	return nil
+}
+
+// waitLeaders polls the metadata until every partition of topic up to
+// partitions has a leader; it returns "" then, or why not once ctx ends.
+func waitLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32) string {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		ready, why := leaders(ctx, cl, topic, partitions)
 		if ready {
-			return nil
+			return ""
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("topic %s created on %s but not ready: %s", topic, conn, why)
+			return why
 		}
 	}
 }

@@ -34,17 +34,8 @@ func GrowTopic(conn kafkaconn.Config, topic string, partitions int32) error {
 			return fmt.Errorf("grow topic %s to %d partitions: %w", topic, partitions, err)
 		}
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ready, why := leaders(ctx, cl, topic, partitions)
-		if ready {
-			return nil
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return fmt.Errorf("topic %s grown to %d partitions but not ready: %s", topic, partitions, why)
-		}
+	if why := waitLeaders(ctx, cl, topic, partitions); why != "" {
+		return fmt.Errorf("topic %s grown to %d partitions but not ready: %s", topic, partitions, why)
 	}
+	return nil
 }
