@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/materializer/schema"
 )
 
@@ -51,7 +51,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		f.barrierKey = devBarrierKey
 	}
 	log := newLogger(stderr, f.logJSON)
-	fc, _, _, err := gateway.LoadFileConfig(f.configPath)
+	fc, _, err := fileconfig.Load(f.configPath)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func resetDevDatabase(ctx context.Context, url string, log *slog.Logger) error {
 }
 
 // startDevBroker starts kfake on addr with every routed topic created.
-func startDevBroker(addr string, fc gateway.FileConfig) (*kfake.Cluster, error) {
+func startDevBroker(addr string, fc fileconfig.File) (*kfake.Cluster, error) {
 	_, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err

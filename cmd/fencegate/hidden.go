@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/loadtest"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -36,7 +36,7 @@ func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	fc, _, _, err := gateway.LoadFileConfig(*cfgPath)
+	fc, _, err := fileconfig.Load(*cfgPath)
 	if err != nil {
 		return err
 	}

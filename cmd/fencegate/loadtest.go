@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/loadtest"
@@ -129,7 +130,7 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw strin
 	if gw == "" {
 		return nil, errors.New("give --embedded or --gateway URL")
 	}
-	_, router, _, err := gateway.LoadFileConfig(cfgPath)
+	_, router, err := fileconfig.Load(cfgPath)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
@@ -115,7 +116,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return usagef("--max-body-bytes-in-flight %d is below --max-request-bytes %d: a largest body would never be admitted",
 			f.http.MaxBodyBytesInFlight, f.limits.MaxRequestBytes)
 	}
-	fc, router, auth, err := gateway.LoadFileConfig(f.configPath)
+	fc, router, auth, err := loadGatewayConfig(f.configPath)
 	if err != nil {
 		return err
 	}
@@ -200,7 +201,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 // refuseDevToken refuses, outside `fencegate dev`, a config with a client
 // that accepts the development bearer token: its hash is in
 // deploy/dev/fencegate.yaml and the token in the README (FM45).
-func (f *serveFlags) refuseDevToken(fc gateway.FileConfig) error {
+func (f *serveFlags) refuseDevToken(fc fileconfig.File) error {
 	if f.dev {
 		return nil
 	}
@@ -341,4 +342,28 @@ func openPool(ctx context.Context, url string, size int32, tune ...func(*pgxpool
 		t(cfg)
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// loadGatewayConfig reads the config file and validates its clients too
+// (fileconfig checks only the routes): a gateway refuses a file whose
+// clients could be read two ways (FM44).
+func loadGatewayConfig(path string) (fileconfig.File, *txnmap.Router, *gateway.Authenticator, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fileconfig.File{}, nil, nil, err
+	}
+	return parseGatewayConfig(raw)
+}
+
+// parseGatewayConfig is loadGatewayConfig on the file's bytes.
+func parseGatewayConfig(raw []byte) (fileconfig.File, *txnmap.Router, *gateway.Authenticator, error) {
+	fc, router, err := fileconfig.Parse(raw)
+	if err != nil {
+		return fc, nil, nil, err
+	}
+	auth, err := gateway.NewAuthenticator(fc.Clients)
+	if err != nil {
+		return fc, nil, nil, fmt.Errorf("config: %w", err)
+	}
+	return fc, router, auth, nil
 }
