@@ -36,8 +36,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	db.DefValue, db.Usage = devDatabaseURL, "Postgres URL of dev's own database: created and marked by dev when missing; "+
 		"a database dev did not create is refused, never cleared"
 	_ = db.Value.Set(devDatabaseURL)
-	kafkaListen := fs.String("kafka-listen", "127.0.0.1:9092", "listen address of the embedded development broker")
-	matListen := fs.String("materializer-listen", "127.0.0.1:8081", "listen address of the materializer's HTTP port")
+	kafkaListen := fs.String("kafka-listen", defaultKafkaBrokers, "listen address of the embedded development broker")
+	matListen := fs.String("materializer-listen", defaultMaterializerListen, "listen address of the materializer's HTTP port")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ type materializeFlags struct {
 
 func (f *materializeFlags) register(fs *flag.FlagSet) {
 	f.commonFlags.register(fs, "materializer")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "HTTP listen address (health, readiness, status, metrics)")
+	fs.StringVar(&f.listen, "listen", defaultMaterializerListen, "HTTP listen address (health, readiness, status, metrics)")
 	fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions, e.g. 0-7,12 (empty: all)")
 }
 
