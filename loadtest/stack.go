@@ -234,7 +234,7 @@ func (s *Stack) Close() {
 	}
 }
 
-// Router returns the routes of the harness: shard:* on LeaseTopic by
+// newRouter returns the routes of the harness: shard:* on LeaseTopic by
 // number, naive:* on NaiveTopic.
 func newRouter() (*txnmap.Router, error) {
 	return txnmap.NewRouter("loadtest", []txnmap.Route{
