@@ -11,28 +11,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
-// Client is a worker identity: a bearer token (stored as its SHA-256)
-// and/or the common name of a TLS client certificate, and the lease-name
-// patterns it may take, write and read.
+// Client is an authenticated worker identity: a client of the config file
+// (fileconfig.Client: its token hash, certificate name, allow patterns
+// and act_for) with its token hash decoded by NewAuthenticator.
 type Client struct {
-	Name        string `yaml:"name"`
-	TokenSHA256 string `yaml:"token_sha256"`
-	// CertificateCN names this client's TLS client certificate: with
-	// mutual TLS on (--tls-client-ca), a request without a bearer token
-	// whose verified certificate has this subject common name is this
-	// client.
-	CertificateCN string   `yaml:"certificate_cn"`
-	Allow         []string `yaml:"allow"`
-	// ActFor names the other clients whose leases this client may renew,
-	// release, move and write, and whose tokens it may read ("*": every
-	// client; an operator's). A lease's owner id is bound to the client
-	// that acquired it; without ActFor no other client may act as that
-	// owner, whatever its Allow patterns (FM38).
-	ActFor []string `yaml:"act_for"`
-	hash   []byte
+	fileconfig.Client
+	hash []byte
 }
 
 // Authenticator checks bearer tokens against configured clients.
@@ -46,10 +34,11 @@ type Authenticator struct {
 // client's rights, a shared name one in-flight cap and one owner binding
 // to two clients), an allow pattern Match cannot read (it would match
 // nothing, silently), and an act_for naming no client.
-func NewAuthenticator(clients []Client) (*Authenticator, error) {
+func NewAuthenticator(clients []fileconfig.Client) (*Authenticator, error) {
 	out := make([]Client, len(clients))
 	names, hashes, cns := map[string]bool{}, map[string]string{}, map[string]bool{}
-	for i, c := range clients {
+	for i, fc := range clients {
+		c := Client{Client: fc}
 		if c.Name == "" {
 			return nil, fmt.Errorf("client %d: empty name", i)
 		}

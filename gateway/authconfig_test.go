@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -14,15 +15,15 @@ func TestClientIdentities(t *testing.T) {
 	h := gateway.HashToken("t")
 	for _, c := range []struct {
 		name    string
-		clients []gateway.Client
+		clients []fileconfig.Client
 		want    string
 	}{
-		{"token", []gateway.Client{{Name: "a", TokenSHA256: h}}, ""},
-		{"certificate only", []gateway.Client{{Name: "a", CertificateCN: "a.example"}}, ""},
-		{"both", []gateway.Client{{Name: "a", TokenSHA256: h, CertificateCN: "a.example"}}, ""},
-		{"neither", []gateway.Client{{Name: "a"}}, "64 hex digits"},
-		{"bad hash with a certificate", []gateway.Client{{Name: "a", TokenSHA256: "zz", CertificateCN: "a.example"}}, "64 hex digits"},
-		{"shared certificate name", []gateway.Client{{Name: "a", CertificateCN: "x"}, {Name: "b", CertificateCN: "x"}}, "names another client"},
+		{"token", []fileconfig.Client{{Name: "a", TokenSHA256: h}}, ""},
+		{"certificate only", []fileconfig.Client{{Name: "a", CertificateCN: "a.example"}}, ""},
+		{"both", []fileconfig.Client{{Name: "a", TokenSHA256: h, CertificateCN: "a.example"}}, ""},
+		{"neither", []fileconfig.Client{{Name: "a"}}, "64 hex digits"},
+		{"bad hash with a certificate", []fileconfig.Client{{Name: "a", TokenSHA256: "zz", CertificateCN: "a.example"}}, "64 hex digits"},
+		{"shared certificate name", []fileconfig.Client{{Name: "a", CertificateCN: "x"}, {Name: "b", CertificateCN: "x"}}, "names another client"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := gateway.NewAuthenticator(c.clients)
@@ -62,7 +63,10 @@ func TestFM44_AmbiguousConfigRefused(t *testing.T) {
 		{"act_for names no client", "  - {name: w, token_sha256: " + narrow + ", allow: [\"*\"], act_for: [\"nobody\"]}\n", `act_for names "nobody"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, _, err := gateway.ParseFileConfig([]byte(route + c.clients))
+			fc, _, err := fileconfig.Parse([]byte(route + c.clients))
+			if err == nil {
+				_, err = gateway.NewAuthenticator(fc.Clients)
+			}
 			if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}

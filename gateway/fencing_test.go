@@ -12,7 +12,7 @@ import (
 	"github.com/fencegate/fencegate/verify"
 )
 
-// takeover expires the lease held on old and has a new owner take it on
+// takeover waits until name's lease has expired and has owner take it on
 // replica to, returning the new token.
 func (b *testBundle) takeover(t *testing.T, to *replica, name, owner string) int64 {
 	t.Helper()
@@ -20,7 +20,7 @@ func (b *testBundle) takeover(t *testing.T, to *replica, name, owner string) int
 	return to.mustAcquire(t, name, owner, 30*time.Second)
 }
 
-// tokensIn returns the data records of token in recs.
+// dataOf counts the data records (not barriers) of token in recs.
 func dataOf(recs []verify.Record, token int64) int {
 	n := 0
 	for _, r := range recs {

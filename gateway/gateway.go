@@ -63,6 +63,15 @@ func DefaultLimits() Limits {
 	return l
 }
 
+// DefaultParkAfter is the default of Config.ParkAfter and of `fencegate
+// serve --park-after`: an idle librdkafka instance costs CPU on its own
+// timers (docs/design.md, "Parking idle sessions"), and a worker that
+// writes less often than this pays one resume per batch.
+const DefaultParkAfter = 30 * time.Second
+
+// ParkNever is a Config.ParkAfter that never parks a session.
+const ParkNever time.Duration = -1
+
 // Config of a Gateway. Zero fields take the defaults noted.
 type Config struct {
 	// Replica names this gateway process in lease rows (default "gateway-1").
@@ -90,7 +99,10 @@ type Config struct {
 	// ParkAfter parks a session that has had no batch for this long: its
 	// producer closes, the session stays and renews, and its next batch
 	// is answered not_holder so that the worker resumes it as a new
-	// generation (docs/design.md, "Parking idle sessions"). 0 never parks.
+	// generation (docs/design.md, "Parking idle sessions"). Zero takes
+	// DefaultParkAfter, as `fencegate serve --park-after` does, so that a
+	// gateway built in a program or a test idles at the cost the binary
+	// does; a negative value (ParkNever) never parks.
 	ParkAfter time.Duration
 	// MaxConcurrentHandovers bounds handovers in flight (default
 	// DefaultMaxConcurrentHandovers):
@@ -156,9 +168,8 @@ func (c *Config) fill() error {
 	c.MaxHandoverQueue = cmp.Or(c.MaxHandoverQueue, 4*c.MaxConcurrentHandovers)
 	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
 	c.MaxSessionsPerClient = cmp.Or(c.MaxSessionsPerClient, DefaultMaxSessionsPerClient)
-	if c.Kafka.TransactionTimeoutMS == 0 {
-		c.Kafka.TransactionTimeoutMS = 10000
-	}
+	c.Kafka.TransactionTimeoutMS = cmp.Or(c.Kafka.TransactionTimeoutMS, int(DefaultTransactionTimeout.Milliseconds()))
+	c.ParkAfter = cmp.Or(c.ParkAfter, DefaultParkAfter)
 	c.Limits.fill()
 	c.LeaseMetricsLimit = cmp.Or(c.LeaseMetricsLimit, telemetry.DefaultLeaseSeriesLimit)
 	if c.Now == nil {
@@ -187,9 +198,6 @@ func (c *Config) fill() error {
 	}
 	if c.LeaseMetricsLimit < 0 {
 		return fmt.Errorf("gateway: LeaseMetricsLimit %d must not be negative", c.LeaseMetricsLimit)
-	}
-	if c.ParkAfter < 0 {
-		return fmt.Errorf("gateway: ParkAfter %v must not be negative (0: never park)", c.ParkAfter)
 	}
 	return nil
 }

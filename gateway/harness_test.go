@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/client/wire"
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
@@ -60,7 +61,7 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := gateway.NewAuthenticator([]gateway.Client{
+	auth, err := gateway.NewAuthenticator([]fileconfig.Client{
 		{Name: "worker", TokenSHA256: gateway.HashToken(devToken), Allow: []string{"shard:*"}},
 		{Name: "narrow", TokenSHA256: gateway.HashToken("narrow-token"), Allow: []string{"shard:1?"}},
 		{Name: "other", TokenSHA256: gateway.HashToken(otherToken), Allow: []string{"shard:*"}},

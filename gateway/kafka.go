@@ -21,12 +21,19 @@ import (
 type KafkaConfig struct {
 	kafkaconn.Config
 	// TransactionTimeoutMS is transaction.timeout.ms of every producer; keep
-	// it below the lease TTL budget (default 10000).
+	// it below the lease TTL budget (default DefaultTransactionTimeout).
 	TransactionTimeoutMS int
 	// Extra librdkafka properties for producers, set last; the
 	// connection's security properties cannot be overridden here.
 	Extra map[string]string
 }
+
+// DefaultTransactionTimeout is the default of
+// KafkaConfig.TransactionTimeoutMS and of `fencegate serve
+// --transaction-timeout`. Keep it below the lease TTL budget in use: a
+// transaction a dead generation left open is aborted by the broker before
+// a TTL's worth of time (docs/design.md, "Running it").
+const DefaultTransactionTimeout = 10 * time.Second
 
 func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, error) {
 	cm, err := c.ConfigMap()

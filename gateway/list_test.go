@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -66,7 +67,7 @@ func (r *replica) listAll(t *testing.T, token, query string) []string {
 func TestFM40_OneTenantsLeasesDoNotHideAnothers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	auth, err := gateway.NewAuthenticator([]gateway.Client{
+	auth, err := gateway.NewAuthenticator([]fileconfig.Client{
 		{Name: "tenant-a", TokenSHA256: gateway.HashToken("a-token"), Allow: []string{"a:*"}},
 		{Name: "tenant-b", TokenSHA256: gateway.HashToken("b-token"), Allow: []string{"b:*"}},
 		{Name: "tenant-b1", TokenSHA256: gateway.HashToken("b1-token"), Allow: []string{"b:1?"}},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -26,7 +27,7 @@ func TestChildConfigRegistersEveryClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc, _, _, err := gateway.LoadFileConfig(cfg)
+	fc, _, err := fileconfig.Load(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

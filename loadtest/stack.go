@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
@@ -233,7 +234,7 @@ func (s *Stack) Close() {
 	}
 }
 
-// Router returns the routes of the harness: shard:* on LeaseTopic by
+// newRouter returns the routes of the harness: shard:* on LeaseTopic by
 // number, naive:* on NaiveTopic.
 func newRouter() (*txnmap.Router, error) {
 	return txnmap.NewRouter("loadtest", []txnmap.Route{
@@ -379,7 +380,11 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 	}
 	// The clients of the children's config file (the routes are the
 	// stack's own: StartEmbeddedOn has other ones).
-	_, _, auth, err := gateway.ParseFileConfig(s.configYAML())
+	fc, _, err := fileconfig.Parse(s.configYAML())
+	if err != nil {
+		return err
+	}
+	auth, err := gateway.NewAuthenticator(fc.Clients)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
@@ -147,7 +148,7 @@ func (b *testBundle) gateway() *httptest.Server {
 func (b *testBundle) gatewayWith(hooks gateway.Hooks) (*httptest.Server, *gateway.Gateway) {
 	b.t.Helper()
 	store, _ := leasestore.New(b.db.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
-	auth, _ := gateway.NewAuthenticator([]gateway.Client{{Name: "w", TokenSHA256: gateway.HashToken("t"), Allow: []string{"*"}}})
+	auth, _ := gateway.NewAuthenticator([]fileconfig.Client{{Name: "w", TokenSHA256: gateway.HashToken("t"), Allow: []string{"*"}}})
 	b.replicas++
 	g, err := gateway.New(store, b.router, gateway.Config{Kafka: gateway.KafkaConfig{Config: b.kafka.Conn}, BarrierKey: key,
 		Replica: fmt.Sprintf("replica-%d", b.replicas), Hooks: hooks})

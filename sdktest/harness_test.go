@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
@@ -62,7 +63,7 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := gateway.NewAuthenticator([]gateway.Client{{Name: "worker", TokenSHA256: gateway.HashToken(token), Allow: []string{"shard:*"}}})
+	auth, err := gateway.NewAuthenticator([]fileconfig.Client{{Name: "worker", TokenSHA256: gateway.HashToken(token), Allow: []string{"shard:*"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

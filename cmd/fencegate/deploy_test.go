@@ -550,7 +550,7 @@ func TestDeployConfigFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fc, _, _, err := gateway.ParseFileConfig(bytes.ReplaceAll(tmpl, []byte("@WORKER_TOKEN_SHA256@"), []byte(hash)))
+	fc, _, _, err := parseGatewayConfig(bytes.ReplaceAll(tmpl, []byte("@WORKER_TOKEN_SHA256@"), []byte(hash)))
 	if err != nil {
 		t.Fatalf("compose fencegate.yaml.in: %v", err)
 	}
@@ -566,7 +566,7 @@ func TestDeployConfigFiles(t *testing.T) {
 			if o.Kind != "Secret" {
 				continue
 			}
-			if _, _, _, err := gateway.ParseFileConfig([]byte(o.StringData["fencegate.yaml"])); err != nil {
+			if _, _, _, err := parseGatewayConfig([]byte(o.StringData["fencegate.yaml"])); err != nil {
 				t.Errorf("k8s Secret %s fencegate.yaml: %v", o.Metadata.Name, err)
 			}
 		}

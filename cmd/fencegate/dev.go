@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/materializer/schema"
 )
 
@@ -36,8 +36,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	db.DefValue, db.Usage = devDatabaseURL, "Postgres URL of dev's own database: created and marked by dev when missing; "+
 		"a database dev did not create is refused, never cleared"
 	_ = db.Value.Set(devDatabaseURL)
-	kafkaListen := fs.String("kafka-listen", "127.0.0.1:9092", "listen address of the embedded development broker")
-	matListen := fs.String("materializer-listen", "127.0.0.1:8081", "listen address of the materializer's HTTP port")
+	kafkaListen := fs.String("kafka-listen", defaultKafkaBrokers, "listen address of the embedded development broker")
+	matListen := fs.String("materializer-listen", defaultMaterializerListen, "listen address of the materializer's HTTP port")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		f.barrierKey = devBarrierKey
 	}
 	log := newLogger(stderr, f.logJSON)
-	fc, _, _, err := gateway.LoadFileConfig(f.configPath)
+	fc, _, err := fileconfig.Load(f.configPath)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func resetDevDatabase(ctx context.Context, url string, log *slog.Logger) error {
 }
 
 // startDevBroker starts kfake on addr with every routed topic created.
-func startDevBroker(addr string, fc gateway.FileConfig) (*kfake.Cluster, error) {
+func startDevBroker(addr string, fc fileconfig.File) (*kfake.Cluster, error) {
 	_, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err

@@ -90,8 +90,14 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// defaultKafkaBrokers is the --kafka-brokers default of every command.
-const defaultKafkaBrokers = "127.0.0.1:9092"
+// Defaults the commands share: the brokers of every command (and the
+// listener of dev's embedded broker), the gateway's listener (and the URL
+// the leases command asks), and the materializer's.
+const (
+	defaultKafkaBrokers       = "127.0.0.1:9092"
+	defaultListen             = "127.0.0.1:8080"
+	defaultMaterializerListen = "127.0.0.1:8081"
+)
 
 // commonFlags are the settings gateway and materializer share.
 type commonFlags struct {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/loadtest"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -29,14 +29,14 @@ func hiddenCommands() map[string]command {
 // until SIGINT or SIGTERM.
 func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("devbroker", stderr)
-	listen := fs.String("listen", "127.0.0.1:9092", "listen address")
+	listen := fs.String("listen", defaultKafkaBrokers, "listen address")
 	cfgPath := fs.String("config", devConfig, "routes file whose topics are created")
 	topics := fs.String("topic", "", "more topics to create, comma-separated")
 	partitions := fs.Int("partitions", 16, "partitions of each --topic")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	fc, _, _, err := gateway.LoadFileConfig(*cfgPath)
+	fc, _, err := fileconfig.Load(*cfgPath)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("loadtest-baseline", stderr)
 	var kf commonFlags
-	fs.StringVar(&kf.brokers, "kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	fs.StringVar(&kf.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
 	kf.registerKafka(fs, "harness")
 	mode := fs.String("mode", "direct", "direct (one transactional producer per lease, delivery reports awaited) or bare (the yardstick)")
 	producers := fs.Int("producers", 16, "producers (direct: one per lease)")

@@ -22,7 +22,7 @@ func runLeases(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("usage: fencegate leases list [--prefix P] [-o table|json] | leases show NAME [-o table|json]")
 	}
 	fs := flagSet("leases "+args[0], stderr)
-	gw := fs.String("gateway", "http://127.0.0.1:8080", "gateway URL")
+	gw := fs.String("gateway", "http://"+defaultListen, "gateway URL")
 	token := new(string)
 	*token = devToken
 	secretVar(fs, token, "token", "bearer token (default dev-token, the development token)")

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/loadtest"
@@ -36,7 +37,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&caps.MaxInFlight, "gateway-max-inflight", lifted.MaxInFlight, "with --embedded: the harness's gateways' --max-inflight (default lifted; serve's default is 1024)")
 	fs.IntVar(&caps.MaxInFlightPerClient, "gateway-max-inflight-per-client", lifted.MaxInFlightPerClient, "with --embedded: the harness's gateways' --max-inflight-per-client (default lifted; serve's default is 256)")
 	gw := fs.String("gateway", "", "gateway URL (without --embedded)")
-	brokers := fs.String("kafka-brokers", "127.0.0.1:9092", "Kafka bootstrap servers of that gateway")
+	brokers := fs.String("kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers of that gateway")
 	var kf commonFlags
 	kf.registerKafka(fs, "harness")
 	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres: the server for --embedded, the gateway's database otherwise")
@@ -129,7 +130,7 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw strin
 	if gw == "" {
 		return nil, errors.New("give --embedded or --gateway URL")
 	}
-	_, router, _, err := gateway.LoadFileConfig(cfgPath)
+	_, router, err := fileconfig.Load(cfgPath)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/materializer"
@@ -27,7 +28,7 @@ type materializeFlags struct {
 
 func (f *materializeFlags) register(fs *flag.FlagSet) {
 	f.commonFlags.register(fs, "materializer")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8081", "HTTP listen address (health, readiness, status, metrics)")
+	fs.StringVar(&f.listen, "listen", defaultMaterializerListen, "HTTP listen address (health, readiness, status, metrics)")
 	fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions, e.g. 0-7,12 (empty: all)")
 }
 
@@ -46,7 +47,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err := f.requireConfig("materialize"); err != nil {
 		return err
 	}
-	_, router, _, err := gateway.LoadFileConfig(f.configPath)
+	_, router, err := fileconfig.Load(f.configPath)
 	if err != nil {
 		return err
 	}

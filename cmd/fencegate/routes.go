@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -101,7 +101,7 @@ func refusedf(format string, args ...any) error {
 
 // configRoute returns the route of the config whose pattern is pattern.
 func configRoute(path, pattern string) (txnmap.Route, error) {
-	_, router, _, err := gateway.LoadFileConfig(path)
+	_, router, err := fileconfig.Load(path)
 	if err != nil {
 		return txnmap.Route{}, err
 	}

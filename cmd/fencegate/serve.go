@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
@@ -40,7 +41,7 @@ type serveFlags struct {
 	// the API listener: profiles reveal internals and cost CPU).
 	debugListen string
 	// parkAfter closes the producer of a session idle this long
-	// (docs/design.md, "Parking idle sessions"; 0: never).
+	// (docs/design.md, "Parking idle sessions"; 0 or less: never).
 	parkAfter time.Duration
 	// maxHandovers bounds handovers in flight; the others wait for a slot
 	// before their grant.
@@ -55,12 +56,12 @@ type serveFlags struct {
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	f.commonFlags.register(fs, "gateway")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&f.listen, "listen", defaultListen, "HTTP listen address")
 	fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
 	fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>, https://<listen> with --tls-cert; must be https:// with --tls-cert)")
 	fs.DurationVar(&f.minTTL, "min-ttl", leasestore.DefaultMinTTL, "shortest lease TTL accepted")
 	fs.DurationVar(&f.maxTTL, "max-ttl", leasestore.DefaultMaxTTL, "longest lease TTL accepted")
-	fs.DurationVar(&f.txnTimeout, "transaction-timeout", 10*time.Second, "transaction.timeout.ms of producers; keep below the TTLs in use")
+	fs.DurationVar(&f.txnTimeout, "transaction-timeout", gateway.DefaultTransactionTimeout, "transaction.timeout.ms of producers; keep below the TTLs in use")
 	lim := gateway.DefaultLimits()
 	fs.IntVar(&f.limits.MaxRecords, "max-records", lim.MaxRecords, "records per batch (413 beyond)")
 	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", lim.MaxRecordBytes, "key + value + headers of one record (413 beyond)")
@@ -68,7 +69,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.limits.MaxHeaders, "max-headers", lim.MaxHeaders, "headers of one record (413 beyond)")
 	fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
 	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
-	fs.DurationVar(&f.parkAfter, "park-after", 30*time.Second, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
+	fs.DurationVar(&f.parkAfter, "park-after", gateway.DefaultParkAfter, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
 	fs.IntVar(&f.maxHandovers, "max-handovers", gateway.DefaultMaxConcurrentHandovers, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
 	fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot, shared fairly between clients; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
 	fs.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "live sessions on this replica; an acquire beyond is answered 429 before its grant")
@@ -86,6 +87,16 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.http.MaxInFlightPerClient, "max-inflight-per-client", d.MaxInFlightPerClient, "API requests of one client served at once (429 beyond)")
 	fs.Int64Var(&f.http.MaxBodyBytesInFlight, "max-body-bytes-in-flight", d.MaxBodyBytesInFlight,
 		"bytes of request bodies held at once across all clients, taken for the declared length before a body is read (429 beyond; at least --max-request-bytes)")
+}
+
+// gatewayParkAfter is --park-after as gateway.Config.ParkAfter: the flag's
+// 0 (never, as operators and the benchmarks write it) is the library's
+// ParkNever, since the library's zero takes the default.
+func (f *serveFlags) gatewayParkAfter() time.Duration {
+	if f.parkAfter <= 0 {
+		return gateway.ParkNever
+	}
+	return f.parkAfter
 }
 
 func newLogger(w io.Writer, asJSON bool) *slog.Logger {
@@ -115,7 +126,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return usagef("--max-body-bytes-in-flight %d is below --max-request-bytes %d: a largest body would never be admitted",
 			f.http.MaxBodyBytesInFlight, f.limits.MaxRequestBytes)
 	}
-	fc, router, auth, err := gateway.LoadFileConfig(f.configPath)
+	fc, router, auth, err := loadGatewayConfig(f.configPath)
 	if err != nil {
 		return err
 	}
@@ -159,7 +170,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		Kafka:      gateway.KafkaConfig{Config: conn, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
 		BarrierKey: key,
 		Limits:     f.limits,
-		ParkAfter:  f.parkAfter,
+		ParkAfter:  f.gatewayParkAfter(),
 		Logger:     log,
 
 		LeaseMetrics:      f.leaseMetrics,
@@ -200,7 +211,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 // refuseDevToken refuses, outside `fencegate dev`, a config with a client
 // that accepts the development bearer token: its hash is in
 // deploy/dev/fencegate.yaml and the token in the README (FM45).
-func (f *serveFlags) refuseDevToken(fc gateway.FileConfig) error {
+func (f *serveFlags) refuseDevToken(fc fileconfig.File) error {
 	if f.dev {
 		return nil
 	}
@@ -238,14 +249,17 @@ func probeKafka(ctx context.Context, conn kafkaconn.Config, log *slog.Logger) (b
 	return true, nil
 }
 
+// leaseStorePoolSize is the lease store's pool size unless the URL sets
+// pool_max_conns: pgxpool's default (4 on two cores) queues handovers
+// behind each other until their budgets expire.
+const leaseStorePoolSize = 32
+
 // openStore opens the lease store's pool, migrates when asked and verifies
 // the token sequence. keepWarm (the gateway) keeps every connection of the
 // pool open (unless the URL sets pool_min_conns) with the worker-path
 // statements prepared on it: see warmStore.
 func openStore(ctx context.Context, url string, migrate, keepWarm bool, minTTL, maxTTL time.Duration) (*pgxpool.Pool, *leasestore.Store, error) {
-	// pgxpool's default size (4 on two cores) queues handovers behind each
-	// other until their budgets expire.
-	pool, err := openPool(ctx, url, 32, func(c *pgxpool.Config) {
+	pool, err := openPool(ctx, url, leaseStorePoolSize, func(c *pgxpool.Config) {
 		c.AfterConnect = leasestore.PrepareConn
 		if keepWarm && !strings.Contains(url, "pool_min_conns") {
 			c.MinConns = c.MaxConns
@@ -341,4 +355,28 @@ func openPool(ctx context.Context, url string, size int32, tune ...func(*pgxpool
 		t(cfg)
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// loadGatewayConfig reads the config file and validates its clients too
+// (fileconfig checks only the routes): a gateway refuses a file whose
+// clients could be read two ways (FM44).
+func loadGatewayConfig(path string) (fileconfig.File, *txnmap.Router, *gateway.Authenticator, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fileconfig.File{}, nil, nil, err
+	}
+	return parseGatewayConfig(raw)
+}
+
+// parseGatewayConfig is loadGatewayConfig on the file's bytes.
+func parseGatewayConfig(raw []byte) (fileconfig.File, *txnmap.Router, *gateway.Authenticator, error) {
+	fc, router, err := fileconfig.Parse(raw)
+	if err != nil {
+		return fc, nil, nil, err
+	}
+	auth, err := gateway.NewAuthenticator(fc.Clients)
+	if err != nil {
+		return fc, nil, nil, fmt.Errorf("config: %w", err)
+	}
+	return fc, router, auth, nil
 }

@@ -51,7 +51,7 @@ func NewCA(t testing.TB, name string) *CA {
 }
 
 // NewCAIn makes a CA named name whose files live in dir (for a broker
-// started outside a test: cmd/kfakeserve).
+// started outside a test: internal/kafkatest/kfakeserve).
 func NewCAIn(dir, name string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
