@@ -177,10 +177,56 @@ func reactionTo(err error) reaction {
 	return refuse
 }
 
-// definite reports whether an answer to a produce promises that nothing of
-// the batch is or will be committed: every 4xx except generation_ended,
-// and the 503s batch_aborted and draining. A 421 whose holder_url was not
-// followed (ErrHolderNotAllowed) is a 4xx too.
+// Outcome is what an answer to a produce says about its batch: the three
+// kinds of docs/api.md, "The answer table". ProduceOutcome is that table;
+// the SDK's produce and the load harness both read it, so they agree on
+// which answers promise that nothing was committed.
+type Outcome int
+
+const (
+	// OutcomeUnknown: the batch may or may not be committed. Retry the
+	// same batch id (under a new generation after generation_ended).
+	OutcomeUnknown Outcome = iota
+	// OutcomeCommitted: 200, the batch is committed in Kafka.
+	OutcomeCommitted
+	// OutcomeRefused: a definite refusal; nothing of the batch is or will
+	// be committed.
+	OutcomeRefused
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeCommitted:
+		return "committed"
+	case OutcomeRefused:
+		return "definite refusal"
+	}
+	return "outcome unknown"
+}
+
+// ProduceOutcome classifies an answer to a produce by its HTTP status and
+// problem code (status 0: no answer at all, a transport error or a
+// timeout). Definite are every 4xx except 409 generation_ended, and the
+// 503s batch_aborted and draining (a stopping replica did nothing).
+// Everything else, any other 5xx and a reply of a code this SDK does not
+// know included, leaves the outcome unknown.
+func ProduceOutcome(status int, code string) Outcome {
+	switch {
+	case status == http.StatusOK:
+		return OutcomeCommitted
+	case code == CodeGenerationEnded:
+		return OutcomeUnknown
+	case code == CodeBatchAborted, code == CodeDraining:
+		return OutcomeRefused
+	case status >= 400 && status < 500:
+		return OutcomeRefused
+	}
+	return OutcomeUnknown
+}
+
+// definite reports whether err, the error of a produce attempt, promises
+// that nothing of the batch is or will be committed (ProduceOutcome). A
+// 421 whose holder_url was not followed (ErrHolderNotAllowed) is a 4xx too.
 func definite(err error) bool {
 	if errors.Is(err, ErrHolderNotAllowed) {
 		return true // a 421: the gateway did nothing
@@ -189,13 +235,7 @@ func definite(err error) bool {
 	if !errors.As(err, &p) {
 		return false // a transport error or a timeout: no answer at all
 	}
-	switch {
-	case p.Code == CodeGenerationEnded:
-		return false
-	case p.Code == CodeBatchAborted, p.Code == CodeDraining:
-		return true
-	}
-	return p.Status >= 400 && p.Status < 500
+	return ProduceOutcome(p.Status, p.Code) == OutcomeRefused
 }
 
 // lostError is the error of a lost lease: it matches ErrLeaseLost and its

@@ -1,6 +1,6 @@
 package loadtest
 
-import "encoding/json"
+import sdk "github.com/fencegate/fencegate/client"
 
 // The layers that answer a produce of a generation a later one overtook.
 const (
@@ -12,13 +12,6 @@ const (
 	layerTransport      = "transport"       // no answer
 )
 
-// str returns a string member of a problem document.
-func (r reply) str(field string) string {
-	var v string
-	_ = json.Unmarshal(r.body[field], &v)
-	return v
-}
-
 // layer names which defence answered rep.
 func layer(rep reply) string {
 	switch {
@@ -26,28 +19,20 @@ func layer(rep reply) string {
 		return layerCommitted
 	case rep.status == 0:
 		return layerTransport
-	case rep.code == "fenced", rep.code == "generation_ended" && rep.str("cause") == "fenced":
+	case rep.problem.Code == sdk.CodeFenced, rep.problem.Code == sdk.CodeGenerationEnded && rep.problem.Cause == sdk.CodeFenced:
 		return layerBrokerFence
-	case rep.code == "lease_lost" && rep.str("reason") == "expired":
+	case rep.problem.Code == sdk.CodeLeaseLost && rep.problem.Reason == "expired":
 		return layerLocalDeadline
-	case rep.code == "generation_ended":
+	case rep.problem.Code == sdk.CodeGenerationEnded:
 		return layerOutcomeUnknown
 	}
 	return layerSessionCheck
 }
 
 // definite reports whether rep promises that nothing of the batch is or
-// will be committed (the answer table): every 4xx except generation_ended,
-// and 503 batch_aborted. Anything else, a transport error included, leaves
-// the outcome unknown.
+// will be committed: the SDK's answer table, not a copy of it.
 func definite(rep reply) bool {
-	switch {
-	case rep.code == "batch_aborted":
-		return true
-	case rep.code == "generation_ended":
-		return false
-	}
-	return rep.status >= 400 && rep.status < 500
+	return sdk.ProduceOutcome(rep.status, rep.problem.Code) == sdk.OutcomeRefused
 }
 
 // answerCode is how an answer is counted: "ok", its problem code, or
@@ -56,8 +41,8 @@ func answerCode(rep reply) string {
 	switch {
 	case rep.status == 200:
 		return "ok"
-	case rep.code == "" || rep.status == 0:
+	case rep.problem.Code == "" || rep.status == 0:
 		return "transport"
 	}
-	return rep.code
+	return rep.problem.Code
 }

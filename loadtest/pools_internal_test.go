@@ -42,7 +42,7 @@ func TestRenewalDoesNotWaitForABatchConnection(t *testing.T) {
 		rep = <-renewed
 	}
 	if rep.status != http.StatusOK {
-		t.Errorf("renewal answered %d %q", rep.status, rep.code)
+		t.Errorf("renewal answered %d %q %s", rep.status, rep.problem.Code, rep.transport)
 	}
 	select {
 	case <-release:
@@ -50,6 +50,6 @@ func TestRenewalDoesNotWaitForABatchConnection(t *testing.T) {
 		close(release)
 	}
 	if rep := <-batch; rep.status != http.StatusOK {
-		t.Errorf("batch answered %d %q", rep.status, rep.code)
+		t.Errorf("batch answered %d %q %s", rep.status, rep.problem.Code, rep.transport)
 	}
 }

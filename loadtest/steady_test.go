@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	sdk "github.com/fencegate/fencegate/client"
 	"testing"
 	"time"
 )
@@ -11,7 +12,7 @@ import (
 func TestSteadySplitsAtTheLastFirstGrant(t *testing.T) {
 	st := newStats(2)
 	st.grant(Grant{Lease: "a", Token: 1, AckAt: time.Now()}, 300*time.Millisecond)
-	st.error("acquire", reply{status: 503, code: "kafka_unavailable"})
+	st.error("acquire", reply{status: 503, problem: sdk.Problem{Status: 503, Code: sdk.CodeKafkaUnavailable}})
 	st.batch(AckedBatch{Lease: "a"}, 100, 50*time.Millisecond)
 	st.renewed(40 * time.Millisecond)
 	st.grant(Grant{Lease: "a", Token: 2, AckAt: time.Now()}, 200*time.Millisecond) // a again: still cold
@@ -20,7 +21,7 @@ func TestSteadySplitsAtTheLastFirstGrant(t *testing.T) {
 	st.batch(AckedBatch{Lease: "a"}, 100, 6*time.Millisecond)
 	st.renewed(2 * time.Millisecond)
 	st.grant(Grant{Lease: "a", Token: 4, AckAt: time.Now()}, 20*time.Millisecond)
-	st.error("renew", reply{status: 503, code: "store_unavailable"})
+	st.error("renew", reply{status: 503, problem: sdk.Problem{Status: 503, Code: sdk.CodeStoreUnavailable}})
 
 	rep := &Report{}
 	rep.splitAtSteady(st, time.Minute)

@@ -39,19 +39,22 @@ func newClient(base, token string, conns int) *client {
 	return &client{base: base, token: token, http: pool(), control: pool()}
 }
 
-// reply is an HTTP answer: status, problem code, and the decoded body.
+// reply is an HTTP answer: its status, the problem of an error reply in
+// the SDK's type (whose ProduceOutcome classifies it), and the body of a
+// success.
 type reply struct {
 	status int
-	code   string
-	body   map[string]json.RawMessage
-	// retryAfter is the Retry-After the gateway asked for (0: none).
-	retryAfter time.Duration
+	// problem is the decoded problem document of a 4xx or 5xx, with its
+	// Retry-After; zero for a success and for no answer.
+	problem sdk.Problem
+	body    []byte // a success's body
+	// transport is why a request got no answer (status 0).
+	transport string
 }
 
-func (r reply) int(field string) int64 {
-	n, _ := strconv.ParseInt(string(r.body[field]), 10, 64)
-	return n
-}
+// decode reads a success's body into v; a body that does not decode
+// leaves v as it is.
+func (r reply) decode(v any) { _ = json.Unmarshal(r.body, v) }
 
 // do sends one request. The end of a run stops the loops, not the requests
 // in flight: each finishes (bounded by the client timeout) so that no batch
@@ -68,23 +71,24 @@ func (c *client) send(ctx context.Context, method, path, contentType string, bod
 func (c *client) roundTrip(ctx context.Context, hc *http.Client, method, path, contentType string, body []byte) reply {
 	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), method, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return reply{code: err.Error()}
+		return reply{transport: err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", contentType)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return reply{code: "transport: " + err.Error()}
+		return reply{transport: err.Error()}
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	out := reply{status: resp.StatusCode}
-	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
-		out.retryAfter = time.Duration(secs) * time.Second
+	if resp.StatusCode < 400 {
+		out.body = raw
+		return out
 	}
-	_ = json.Unmarshal(raw, &out.body)
-	if c, ok := out.body["code"]; ok {
-		_ = json.Unmarshal(c, &out.code)
+	_ = json.Unmarshal(raw, &out.problem)
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		out.problem.RetryAfter = time.Duration(secs) * time.Second
 	}
 	return out
 }
@@ -152,16 +156,16 @@ func (w *worker) acquire(ctx context.Context) {
 	if w.rehome(rep) {
 		return
 	}
-	if rep.code == "too_many_requests" {
+	if rep.problem.Code == sdk.CodeTooManyRequests {
 		// The gateway deferred the acquire (its handover queue is full):
 		// not a failure; come back when the SDK would.
 		w.r.st.deferred.Add(1)
 		w.deferrals++
-		wait(ctx, sdkBackoff(w.deferrals, rep.retryAfter))
+		wait(ctx, sdkBackoff(w.deferrals, rep.problem.RetryAfter))
 		return
 	}
 	w.deferrals = 0
-	if rep.code != "lease_held" && ctx.Err() == nil {
+	if rep.problem.Code != sdk.CodeLeaseHeld && ctx.Err() == nil {
 		w.r.st.error("acquire", rep)
 	}
 	wait(ctx, w.r.sc.TTL/4)
@@ -171,7 +175,7 @@ func (w *worker) acquire(ctx context.Context) {
 // or gone (what a load balancer does for it), and reports whether it did.
 func (w *worker) rehome(rep reply) bool {
 	urls := w.r.stack.urls()
-	if (rep.code != "draining" && rep.status != 0) || len(urls) < 2 {
+	if (rep.problem.Code != sdk.CodeDraining && rep.status != 0) || len(urls) < 2 {
 		return false
 	}
 	cur := w.gw.Load().base
@@ -189,7 +193,11 @@ func (w *worker) rehome(rep reply) bool {
 
 // took installs an acknowledged generation.
 func (w *worker) took(rep reply, start time.Time) {
-	w.token, w.renewed = rep.int("token"), start
+	var g struct {
+		Token int64 `json:"token"`
+	}
+	rep.decode(&g)
+	w.token, w.renewed = g.Token, start
 	w.held.Store(w.token)
 	w.owned.Store(true)
 	w.r.st.grant(Grant{Lease: w.lease, Token: w.token, AckAt: time.Now()}, time.Since(start))
@@ -221,9 +229,9 @@ func (w *worker) renew(ctx context.Context) {
 	case rep.status == http.StatusOK:
 		w.r.st.renewed(time.Since(start))
 		w.renewed = start
-	case rep.code == "not_holder":
+	case rep.problem.Code == sdk.CodeNotHolder:
 		w.regenerate(ctx)
-	case rep.code == "misdirected":
+	case rep.problem.Code == sdk.CodeMisdirected:
 		w.follow(rep)
 	case rep.status == http.StatusConflict:
 		w.owned.Store(false)
@@ -245,8 +253,7 @@ func (w *worker) release(ctx context.Context) {
 
 // follow sends the worker to the replica a 421 named.
 func (w *worker) follow(rep reply) {
-	var url string
-	if json.Unmarshal(rep.body["holder_url"], &url) == nil && url != "" {
+	if url := rep.problem.HolderURL; url != "" {
 		w.gw.Store(w.r.client(url, w.api))
 	}
 }
@@ -292,18 +299,21 @@ func (w *worker) produce(ctx context.Context) {
 	w.pending = ""
 	switch {
 	case rep.status == http.StatusOK:
-		var offs []int64
-		_ = json.Unmarshal(rep.body["offsets"], &offs)
+		var acked struct {
+			Offsets []int64 `json:"offsets"`
+		}
+		rep.decode(&acked)
+		offs := acked.Offsets
 		w.r.st.batch(AckedBatch{Lease: w.lease, Owner: w.id, Token: w.token, BatchID: batch, Offsets: offs}, len(offs), time.Since(start))
-	case rep.code == "generation_ended", rep.code == "not_holder":
+	case rep.problem.Code == sdk.CodeGenerationEnded, rep.problem.Code == sdk.CodeNotHolder:
 		w.pending = batch // same batch_id under the next generation
 		w.regenerate(ctx)
-	case rep.code == "misdirected":
+	case rep.problem.Code == sdk.CodeMisdirected:
 		w.pending = batch
 		w.follow(rep)
-	case rep.code == "batch_aborted":
+	case rep.problem.Code == sdk.CodeBatchAborted:
 		w.pending = batch
-	case rep.code == "fenced", rep.code == "lease_lost":
+	case rep.problem.Code == sdk.CodeFenced, rep.problem.Code == sdk.CodeLeaseLost:
 		w.owned.Store(false)
 	case w.rehome(rep):
 		w.pending = batch // outcome unknown: the same batch_id under a new generation
