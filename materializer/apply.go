@@ -248,7 +248,7 @@ func (m *Materializer) report(ctx context.Context, key partitionKey, a *applyTx)
 	m.fenceMu.Lock()
 	defer m.fenceMu.Unlock()
 	for lease, token := range a.advanced {
-		m.fences[lease] = token
+		m.fences[lease] = max(m.fences[lease], token)
 	}
 }
 
@@ -280,7 +280,7 @@ func (a *applyTx) begin(ctx context.Context, expected, newNext int64, in []stamp
 		b.Queue(qCopySavepoint)
 	}
 	if len(leases) > 0 {
-		b.Queue(qLockFences, leases)
+		b.Queue(qLockFences, leases, a.key.partition)
 	}
 	res := a.tx.SendBatch(ctx, &b)
 	defer res.Close()

@@ -224,7 +224,7 @@ func snapshot(t testing.TB, db *pgtest.DB) string {
 	for _, q := range []string{
 		`SELECT lease, token, batch_id, seq, partition, "offset", encode(value, 'escape'), headers::text FROM accepted_records ORDER BY partition, "offset"`,
 		`SELECT coalesce(lease,''), coalesce(token,0), coalesce(batch_id,''), coalesce(seq,-1), partition, "offset", reason FROM rejected_records ORDER BY partition, "offset"`,
-		`SELECT lease, token, barrier_partition, barrier_offset FROM fences ORDER BY lease`,
+		`SELECT lease, token, barrier_partition, barrier_offset FROM fences ORDER BY lease, barrier_partition`,
 		`SELECT lease, batch_id, seq FROM applied_keys ORDER BY 1, 2, 3`,
 	} {
 		rows, err := db.Pool.Query(context.Background(), q)

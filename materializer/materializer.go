@@ -6,7 +6,10 @@
 //
 //   - a barrier whose HMAC verifies, signed for this lease, on the lease's
 //     partition, with a token above the fence, advances the fence; any
-//     other barrier is rejected as bad_barrier;
+//     other barrier is rejected as bad_barrier. A fence guards one lease
+//     on one partition: Kafka orders records only within a partition, and
+//     a lease that moved when its route grew keeps its older generations
+//     on the partition it left (FM31);
 //   - a data record with token == fence and a new (lease, owner_id, batch_id, seq) is
 //     accepted into accepted_records, whose unique key on those columns
 //     is the dedup memory (applied_keys is a view of it); token < fence
@@ -168,7 +171,7 @@ type Materializer struct {
 	running  atomic.Bool
 	met      *metrics
 	fenceMu  sync.Mutex
-	fences   map[string]int64 // lease -> token, as committed by this instance
+	fences   map[string]int64 // lease -> highest token on any partition, as committed by this instance
 	// ready serves /readyz from a cached Ready (FM43).
 	ready *probe.Cache
 
@@ -214,7 +217,8 @@ func (m *Materializer) Close() {
 	}
 }
 
-// Fences returns the fence per lease as committed by this instance.
+// Fences returns, per lease, the highest fence on any of its partitions
+// as committed by this instance.
 func (m *Materializer) Fences() map[string]int64 {
 	m.fenceMu.Lock()
 	defer m.fenceMu.Unlock()

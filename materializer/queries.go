@@ -21,10 +21,13 @@ const qAdvancePosition = `
 UPDATE consumer_positions SET next_offset = $4
  WHERE topic = $1 AND partition = $2 AND next_offset = $3`
 
-// qLockFences reads the fences of the chunk's leases under row locks for
-// the rest of the transaction: the verdicts of the chunk are judged
-// against them in offset order.
-const qLockFences = `SELECT lease, token FROM fences WHERE lease = ANY($1) FOR UPDATE`
+// qLockFences reads the fences of the chunk's leases on the chunk's
+// partition under row locks for the rest of the transaction: the verdicts
+// of the chunk are judged against them in offset order. A fence guards
+// one lease on one partition (migration 0004): Kafka orders records only
+// within a partition, and a lease that moved after its route grew has
+// older generations on another one (FM31).
+const qLockFences = `SELECT lease, token FROM fences WHERE barrier_partition = $2 AND lease = ANY($1) FOR UPDATE`
 
 // qAdvanceFence installs a new generation: only after the barrier verified
 // (HMAC, lease binding) and its token is above the current fence, checked
@@ -33,10 +36,9 @@ const qLockFences = `SELECT lease, token FROM fences WHERE lease = ANY($1) FOR U
 const qAdvanceFence = `
 INSERT INTO fences (lease, token, owner, producer_id, producer_epoch, barrier_partition, barrier_offset)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (lease) DO UPDATE
+ON CONFLICT (lease, barrier_partition) DO UPDATE
    SET token = EXCLUDED.token, owner = EXCLUDED.owner, producer_id = EXCLUDED.producer_id,
-       producer_epoch = EXCLUDED.producer_epoch, barrier_partition = EXCLUDED.barrier_partition,
-       barrier_offset = EXCLUDED.barrier_offset, updated_at = clock_timestamp()
+       producer_epoch = EXCLUDED.producer_epoch, barrier_offset = EXCLUDED.barrier_offset, updated_at = clock_timestamp()
  WHERE fences.token < EXCLUDED.token`
 
 // qCreateStage makes the session's stage: the chunk's data records of the
