@@ -36,6 +36,11 @@ const DefaultTransactionalIDPrefix = "default"
 //	  - name: indexers
 //	    certificate_cn: indexer.workers.example  # with --tls-client-ca
 //	    allow: ["shard:*"]
+//	  - name: indexers-v1          # an old binary during a rollout
+//	    token_sha256: <hex>
+//	    allow: ["shard:*"]
+//	    kind: direct               # fenced (the default) or direct
+//	    kafka_principal: User:indexer-v1
 //
 // allow governs reads (GET /v1/leases...) as it governs writes.
 type File struct {
@@ -63,7 +68,27 @@ type Client struct {
 	// that acquired it; without ActFor no other client may act as that
 	// owner, whatever its Allow patterns (FM38).
 	ActFor []string `yaml:"act_for"`
+	// Kind says how the client's workers write: KindFenced (the default:
+	// through the gateway) or KindDirect (an old binary that only takes
+	// leases here and writes Kafka with its own producer). Direct clients
+	// are judged by the rollout state of each route pattern (FM21).
+	Kind string `yaml:"kind"`
+	// KafkaPrincipal is a direct client's principal on the cluster
+	// ("User:indexer-v1"): the Write ACLs `fencegate rollout enforce`
+	// removes from the pattern's topic.
+	KafkaPrincipal string `yaml:"kafka_principal"`
 }
+
+// The kinds of client.
+const (
+	// KindFenced writes through the gateway, stamped and fenced.
+	KindFenced = "fenced"
+	// KindDirect writes Kafka itself; only the lease API is the gateway's.
+	KindDirect = "direct"
+)
+
+// IsDirect says whether the client writes Kafka itself.
+func (c Client) IsDirect() bool { return c.Kind == KindDirect }
 
 // Load reads a config file and validates its routes.
 func Load(path string) (File, *txnmap.Router, error) {

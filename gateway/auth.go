@@ -70,6 +70,9 @@ func NewAuthenticator(clients []fileconfig.Client) (*Authenticator, error) {
 				return nil, fmt.Errorf("client %q: allow pattern %q: %w", c.Name, p, err)
 			}
 		}
+		if err := checkKind(c.Client); err != nil {
+			return nil, err
+		}
 		out[i] = c
 	}
 	if err := checkActFor(out); err != nil {
@@ -93,6 +96,33 @@ func checkActFor(clients []Client) error {
 		}
 	}
 	return nil
+}
+
+// checkKind refuses a kind that is neither fenced nor direct (a typo
+// must not make an old binary count as fenced), and a Kafka principal on a
+// fenced client (only direct writers' ACLs are removed at enforce).
+func checkKind(c fileconfig.Client) error {
+	switch c.Kind {
+	case "", fileconfig.KindFenced:
+		if c.KafkaPrincipal != "" {
+			return fmt.Errorf("client %q: kafka_principal is for kind: direct (the principal whose Write ACLs enforce removes)", c.Name)
+		}
+	case fileconfig.KindDirect:
+	default:
+		return fmt.Errorf("client %q: kind %q is neither %q nor %q", c.Name, c.Kind, fileconfig.KindFenced, fileconfig.KindDirect)
+	}
+	return nil
+}
+
+// DirectClients names the clients whose kind is direct.
+func (a *Authenticator) DirectClients() []string {
+	var out []string
+	for _, c := range a.clients {
+		if c.IsDirect() {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // HashToken returns the hex SHA-256 of a bearer token, as stored in config.
@@ -199,4 +229,15 @@ func (c *Client) name() string {
 		return ""
 	}
 	return c.Name
+}
+
+// gateFor is the route pattern whose rollout state must allow caller on
+// lease name: the lease's route for a direct client, "" for a fenced one
+// or a caller inside the process (FM21).
+func (g *Gateway) gateFor(caller *Client, name string) string {
+	if caller == nil || !caller.IsDirect() {
+		return ""
+	}
+	p, _ := g.router.PatternOf(name)
+	return p
 }

@@ -31,6 +31,9 @@ const (
 	CodeStoreUnavailable Code = "store_unavailable"
 	CodeDraining         Code = "draining"
 	CodeInternal         Code = "internal"
+	// CodeDirectClientGated: a client whose config says it writes Kafka
+	// directly asked for a lease of a pattern not in observe (FM21).
+	CodeDirectClientGated Code = "direct_client_gated"
 )
 
 // statusOf is the one place codes map to HTTP statuses.
@@ -40,7 +43,7 @@ func statusOf(c Code) int {
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeForbidden:
+	case CodeForbidden, CodeDirectClientGated:
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
@@ -99,7 +102,11 @@ func toError(err error) *Error {
 	}
 	var held *leasestore.HeldError
 	var lost *leasestore.LostError
+	var gated *leasestore.GatedError
 	switch {
+	case errors.As(err, &gated):
+		return &Error{Code: CodeDirectClientGated, Detail: err.Error(), Extra: map[string]any{
+			"pattern": gated.Pattern, "rollout_state": gated.State}}
 	case errors.As(err, &held):
 		return &Error{Code: CodeLeaseHeld, Detail: err.Error(), Extra: map[string]any{
 			"holder_owner_id": held.Owner, "expires_at": held.ExpiresAt}}

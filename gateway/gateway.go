@@ -24,10 +24,10 @@ import (
 
 // LeaseStore is what the gateway needs of the lease store.
 type LeaseStore interface {
-	Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client string) (leasestore.Lease, error)
-	Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client string) (leasestore.Lease, error)
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client, gate string) (leasestore.Lease, error)
+	Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client, gate string) (leasestore.Lease, error)
 	Activate(ctx context.Context, name string, token, producerID int64, epoch int16) (leasestore.Lease, error)
-	Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (leasestore.Lease, error)
+	Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration, gate string) (leasestore.Lease, error)
 	Release(ctx context.Context, name, owner string, token int64) (leasestore.Lease, error)
 	Abandon(ctx context.Context, name string, token int64) error
 	Get(ctx context.Context, name string) (leasestore.Lease, error)

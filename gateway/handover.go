@@ -123,14 +123,14 @@ func spanError(span trace.Span, err error) error {
 }
 
 func (g *Gateway) grant(ctx context.Context, req AcquireRequest) (leasestore.Lease, error) {
-	client := req.Caller.name()
+	client, gate := req.Caller.name(), g.gateFor(req.Caller, req.Name)
 	if req.Token == 0 {
-		return g.store.Acquire(ctx, req.Name, req.Owner, req.TTL, g.cfg.Replica, client)
+		return g.store.Acquire(ctx, req.Name, req.Owner, req.TTL, g.cfg.Replica, client, gate)
 	}
 	if err := g.mayMove(ctx, req); err != nil {
 		return leasestore.Lease{}, err
 	}
-	return g.store.Regenerate(ctx, req.Name, req.Owner, req.Token, req.TTL, g.cfg.Replica, client)
+	return g.store.Regenerate(ctx, req.Name, req.Owner, req.Token, req.TTL, g.cfg.Replica, client, gate)
 }
 
 // mayMove refuses a new generation of token asked by a client that may

@@ -85,7 +85,7 @@ func TestFM40_OneTenantsLeasesDoNotHideAnothers(t *testing.T) {
 		aNames = append(aNames, fmt.Sprintf("a:%04d", i))
 	}
 	for _, n := range append(slices.Clone(aNames), "b:10", "b:11", "b:2") {
-		if _, err := b.store.Acquire(b.ctx, n, "w", time.Minute, "replica-1", "tenant-"+n[:1]); err != nil {
+		if _, err := b.store.Acquire(b.ctx, n, "w", time.Minute, "replica-1", "tenant-"+n[:1], ""); err != nil {
 			t.Fatal(err)
 		}
 	}

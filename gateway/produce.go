@@ -365,7 +365,7 @@ func (g *Gateway) renew(ctx context.Context, caller *Client, name, owner string,
 	if err := caller.mayActFor(s.client, name); err != nil {
 		return RenewResult{}, err
 	}
-	l, err := g.store.Renew(ctx, name, owner, token, ttl)
+	l, err := g.store.Renew(ctx, name, owner, token, ttl, g.gateFor(caller, name))
 	if err != nil {
 		g.renewFailed(s, toError(err), start.Add(ttl))
 		return RenewResult{}, err

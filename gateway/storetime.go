@@ -24,14 +24,14 @@ func (t timedStore) since(ctx context.Context, op string, start time.Time) {
 	t.dur.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("op", op)))
 }
 
-func (t timedStore) Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client string) (leasestore.Lease, error) {
+func (t timedStore) Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client, gate string) (leasestore.Lease, error) {
 	defer t.since(ctx, "acquire", time.Now())
-	return t.LeaseStore.Acquire(ctx, name, owner, ttl, holder, client)
+	return t.LeaseStore.Acquire(ctx, name, owner, ttl, holder, client, gate)
 }
 
-func (t timedStore) Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client string) (leasestore.Lease, error) {
+func (t timedStore) Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client, gate string) (leasestore.Lease, error) {
 	defer t.since(ctx, "regenerate", time.Now())
-	return t.LeaseStore.Regenerate(ctx, name, owner, token, ttl, holder, client)
+	return t.LeaseStore.Regenerate(ctx, name, owner, token, ttl, holder, client, gate)
 }
 
 func (t timedStore) Activate(ctx context.Context, name string, token, producerID int64, epoch int16) (leasestore.Lease, error) {
@@ -39,9 +39,9 @@ func (t timedStore) Activate(ctx context.Context, name string, token, producerID
 	return t.LeaseStore.Activate(ctx, name, token, producerID, epoch)
 }
 
-func (t timedStore) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (leasestore.Lease, error) {
+func (t timedStore) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration, gate string) (leasestore.Lease, error) {
 	defer t.since(ctx, "renew", time.Now())
-	return t.LeaseStore.Renew(ctx, name, owner, token, ttl)
+	return t.LeaseStore.Renew(ctx, name, owner, token, ttl, gate)
 }
 
 func (t timedStore) Release(ctx context.Context, name, owner string, token int64) (leasestore.Lease, error) {

@@ -13,7 +13,7 @@ func BenchmarkAcquire(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := tb.store.Acquire(tb.ctx, fmt.Sprintf("bench:%d", i), "w", time.Minute, "r", "c"); err != nil {
+		if _, err := tb.store.Acquire(tb.ctx, fmt.Sprintf("bench:%d", i), "w", time.Minute, "r", "c", ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -24,7 +24,7 @@ func BenchmarkAcquire(b *testing.B) {
 func BenchmarkAcquireTakeover(b *testing.B) {
 	tb := setup(b)
 	for b.Loop() {
-		l, err := tb.store.Acquire(tb.ctx, "bench:takeover", "w", time.Minute, "r", "c")
+		l, err := tb.store.Acquire(tb.ctx, "bench:takeover", "w", time.Minute, "r", "c", "")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func BenchmarkAcquireTakeover(b *testing.B) {
 // BenchmarkRenew measures one renewal of an active lease.
 func BenchmarkRenew(b *testing.B) {
 	tb := setup(b)
-	l, err := tb.store.Acquire(tb.ctx, "bench:renew", "w", time.Minute, "r", "c")
+	l, err := tb.store.Acquire(tb.ctx, "bench:renew", "w", time.Minute, "r", "c", "")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func BenchmarkRenew(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := tb.store.Renew(tb.ctx, l.Name, "w", l.Token, time.Minute); err != nil {
+		if _, err := tb.store.Renew(tb.ctx, l.Name, "w", l.Token, time.Minute, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,7 +61,7 @@ func BenchmarkRenewParallel(b *testing.B) {
 	var n atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		name := fmt.Sprintf("bench:par:%d", n.Add(1))
-		l, err := tb.store.Acquire(tb.ctx, name, "w", time.Minute, "r", "c")
+		l, err := tb.store.Acquire(tb.ctx, name, "w", time.Minute, "r", "c", "")
 		if err == nil {
 			_, err = tb.store.Activate(tb.ctx, name, l.Token, 1, 1)
 		}
@@ -70,7 +70,7 @@ func BenchmarkRenewParallel(b *testing.B) {
 			return
 		}
 		for pb.Next() {
-			if _, err := tb.store.Renew(tb.ctx, name, "w", l.Token, time.Minute); err != nil {
+			if _, err := tb.store.Renew(tb.ctx, name, "w", l.Token, time.Minute, ""); err != nil {
 				b.Error(err)
 				return
 			}

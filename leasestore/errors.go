@@ -80,3 +80,22 @@ func (e *InvalidError) Unwrap() error { return ErrInvalid }
 func unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
+
+// ErrGated: the rollout state of the lease's route pattern refuses the
+// client, which writes Kafka directly (FM21).
+var ErrGated = errors.New("rollout gate refused a direct client")
+
+// GatedError names the pattern whose rollout state refused a direct
+// client, and that state.
+type GatedError struct {
+	Pattern string
+	State   RolloutState
+}
+
+// Error says which pattern refused and why.
+func (e *GatedError) Error() string {
+	return fmt.Sprintf("pattern %q is %s: clients that write Kafka directly may not take or renew its leases", e.Pattern, e.State)
+}
+
+// Unwrap makes errors.Is(err, ErrGated) hold.
+func (e *GatedError) Unwrap() error { return ErrGated }

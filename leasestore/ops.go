@@ -13,14 +13,19 @@ import (
 // Acquire grants name to owner for ttl as a new generation in state
 // pending, held by replica holder and bound to the API client that asked
 // (Lease.Client). It fails with a *HeldError when another grant is
-// unexpired.
-func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client string) (Lease, error) {
+// unexpired. gate is the route pattern whose rollout state must allow the
+// client (a direct client's; "" for a fenced client): when the pattern is
+// not in observe, it fails with a *GatedError (FM21).
+func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client, gate string) (Lease, error) {
 	if err := s.checkGrant(name, owner, ttl, holder); err != nil {
 		return Lease{}, err
 	}
-	l, err := s.writeOne(ctx, "acquire", qAcquire, name, owner, ttl.Milliseconds(), holder, client)
+	l, err := s.writeOne(ctx, "acquire", qAcquire, name, owner, ttl.Milliseconds(), holder, client, gate)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return l, err
+	}
+	if err := s.gated(ctx, gate); err != nil {
+		return Lease{}, err
 	}
 	cur, gerr := s.Get(ctx, name)
 	if gerr != nil {
@@ -32,18 +37,18 @@ func (s *Store) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 // Regenerate gives the current owner of token a new generation (a new,
 // larger token, state pending) held by replica holder and bound to client,
 // with a fresh ttl. It fails with a *LostError unless token is the current,
-// active, unexpired token of owner. Whether client may act for the
-// generation's own client is the caller's to decide (Lease.Client of
-// token never changes).
-func (s *Store) Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client string) (Lease, error) {
+// active, unexpired token of owner, and with a *GatedError as Acquire.
+// Whether client may act for the generation's own client is the caller's
+// to decide (Lease.Client of token never changes).
+func (s *Store) Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client, gate string) (Lease, error) {
 	if err := s.checkGrant(name, owner, ttl, holder); err != nil {
 		return Lease{}, err
 	}
 	if err := checkToken(token); err != nil {
 		return Lease{}, err
 	}
-	l, err := s.writeOne(ctx, "regenerate", qRegenerate, name, owner, token, ttl.Milliseconds(), holder, client)
-	return l, s.lostIfNoRows(ctx, err, name, owner, token)
+	l, err := s.writeOne(ctx, "regenerate", qRegenerate, name, owner, token, ttl.Milliseconds(), holder, client, gate)
+	return l, s.refusedIfNoRows(ctx, err, name, owner, token, gate)
 }
 
 // Activate marks the pending grant token active and records the producer id
@@ -58,16 +63,27 @@ func (s *Store) Activate(ctx context.Context, name string, token, producerID int
 }
 
 // Renew extends owner's active lease to ttl from now (database time). An
-// expired lease is never renewed, even with the right token (FM03).
-func (s *Store) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration) (Lease, error) {
+// expired lease is never renewed, even with the right token (FM03); gate
+// is as Acquire's.
+func (s *Store) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration, gate string) (Lease, error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return Lease{}, err
 	}
 	if err := checkToken(token); err != nil {
 		return Lease{}, err
 	}
-	l, err := s.writeOne(ctx, "renew", qRenew, name, owner, token, ttl.Milliseconds())
-	return l, s.lostIfNoRows(ctx, err, name, owner, token)
+	l, err := s.writeOne(ctx, "renew", qRenew, name, owner, token, ttl.Milliseconds(), gate)
+	return l, s.refusedIfNoRows(ctx, err, name, owner, token, gate)
+}
+
+// refusedIfNoRows is lostIfNoRows, but a gate that refused says so first.
+func (s *Store) refusedIfNoRows(ctx context.Context, err error, name, owner string, token int64, gate string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		if gerr := s.gated(ctx, gate); gerr != nil {
+			return gerr
+		}
+	}
+	return s.lostIfNoRows(ctx, err, name, owner, token)
 }
 
 // Release ends owner's active lease now; the row keeps its token.

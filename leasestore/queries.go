@@ -20,6 +20,21 @@ const leaseColumns = `name, owner_id, fencing_token, state, granted_at, expires_
        ttl_ms, holder, COALESCE(producer_id, -1), COALESCE(producer_epoch, -1), updated_at,
        COALESCE(prev_token, 0), COALESCE(prev_owner_id, ''), COALESCE(client_id, '')`
 
+// gateCTE is the rollout gate every grant and renewal statement carries
+// (FM21): the statement's $N is the route pattern a direct client must be
+// allowed on, or '' for a fenced client, which every state allows. A
+// direct client is allowed only while the pattern's row says observe; the
+// row is read FOR SHARE, so a change of state (qLockRollout) waits for the
+// statements in flight and every later statement sees the new state.
+func gateCTE(n string) string {
+	return `gate AS (
+    SELECT 1 AS ok
+     WHERE $` + n + `::text = ''
+        OR EXISTS (SELECT 1 FROM rollout_states r
+                    WHERE r.pattern = $` + n + `::text AND r.state = 'observe' FOR SHARE)
+), `
+}
+
 // qAcquire grants a lease: insert a new row, or take over a row whose lease
 // has ended (expires_at <= clock_timestamp(); released rows have ended too).
 //
@@ -29,12 +44,13 @@ const leaseColumns = `name, owner_id, fencing_token, state, granted_at, expires_
 // replace and is never used on takeover; that value is simply burned.
 // Exclusivity: the WHERE on DO UPDATE leaves an unexpired row untouched, so
 // at most one unexpired grant exists per name at any database instant.
-const qAcquire = `
-WITH granted AS (
+var qAcquire = `
+WITH ` + gateCTE("6") + `granted AS (
     INSERT INTO leases AS l (name, owner_id, fencing_token, state, granted_at,
                              expires_at, ttl_ms, holder, updated_at, client_id)
-    VALUES ($1, $2, nextval('lease_token_seq'), 'pending', clock_timestamp(),
-            clock_timestamp() + $3::bigint * interval '1 millisecond', $3::bigint, $4, clock_timestamp(), $5)
+    SELECT $1, $2, nextval('lease_token_seq'), 'pending', clock_timestamp(),
+           clock_timestamp() + $3::bigint * interval '1 millisecond', $3::bigint, $4, clock_timestamp(), $5
+      FROM gate
     ON CONFLICT (name) DO UPDATE
        SET prev_token      = l.fencing_token,
            prev_owner_id   = l.owner_id,
@@ -72,8 +88,8 @@ SELECT ` + leaseColumns + ` FROM granted`
 // The predicate is the renew predicate (name + owner + token + unexpired +
 // active): only the acknowledged owner of the current generation can end it.
 // I1: nextval() is evaluated under the row lock, as in qAcquire.
-const qRegenerate = `
-WITH granted AS (
+var qRegenerate = `
+WITH ` + gateCTE("7") + `granted AS (
     UPDATE leases AS l
        SET prev_token      = l.fencing_token,
            prev_owner_id   = l.owner_id,
@@ -91,6 +107,7 @@ WITH granted AS (
            updated_at      = clock_timestamp()
      WHERE l.name = $1 AND l.owner_id = $2 AND l.fencing_token = $3
        AND l.state = 'active' AND l.expires_at > clock_timestamp()
+       AND EXISTS (SELECT 1 FROM gate)
     RETURNING l.*
 ), ev AS (
     INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, at)
@@ -126,13 +143,14 @@ SELECT ` + leaseColumns + ` FROM activated`
 //
 // FM03: owner, token and expires_at > clock_timestamp() in one predicate: an
 // expired lease can never be renewed, even with the right token.
-const qRenew = `
-WITH renewed AS (
+var qRenew = `
+WITH ` + gateCTE("5") + `renewed AS (
     UPDATE leases
        SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
            ttl_ms = $4::bigint, updated_at = clock_timestamp()
      WHERE name = $1 AND owner_id = $2 AND fencing_token = $3
        AND state = 'active' AND expires_at > clock_timestamp()
+       AND EXISTS (SELECT 1 FROM gate)
     RETURNING *
 ), ev AS (
     INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
@@ -223,3 +241,43 @@ const qDeregister = `DELETE FROM replicas WHERE name = $1`
 const qReplica = `
 SELECT url, heartbeat_at > clock_timestamp() - $2::bigint * interval '1 millisecond'
   FROM replicas WHERE name = $1`
+
+// rolloutColumns is the column list of a Rollout.
+const rolloutColumns = `pattern, state, version, changed_at, changed_by, reason`
+
+// qRollout reads a pattern's rollout state.
+const qRollout = `SELECT ` + rolloutColumns + ` FROM rollout_states WHERE pattern = $1 AND changed_by <> ''`
+
+// qRollouts reads every recorded rollout state.
+const qRollouts = `SELECT ` + rolloutColumns + ` FROM rollout_states WHERE changed_by <> '' ORDER BY pattern`
+
+// qEnsureRollout gives a pattern with no recorded state a row to lock:
+// enforced, the state of a pattern with none, and no actor (RolloutOf
+// reads such a row as nothing recorded).
+const qEnsureRollout = `
+INSERT INTO rollout_states (pattern, state, version, changed_by) VALUES ($1, 'enforced', 1, '')
+ON CONFLICT (pattern) DO NOTHING`
+
+// qLockRollout locks a pattern's row for the change of state: grants and
+// renewals of direct clients read it FOR SHARE (gateCTE) and wait.
+const qLockRollout = `SELECT ` + rolloutColumns + ` FROM rollout_states WHERE pattern = $1 FOR UPDATE`
+
+// qRecordRollout records a change of state and its audit event in one
+// statement, with the database's time.
+const qRecordRollout = `
+WITH st AS (
+    UPDATE rollout_states
+       SET state = $2, version = $3, changed_at = clock_timestamp(), changed_by = $4, reason = $5
+     WHERE pattern = $1
+    RETURNING changed_at
+), ev AS (
+    INSERT INTO rollout_events (pattern, version, from_state, to_state, forced, actor, reason, at)
+    SELECT $1, $3, $6, $2, $7, $4, $5, changed_at FROM st
+)
+SELECT changed_at FROM st`
+
+// qDirectLeases lists the live leases under a literal prefix granted to
+// one of the named clients; the caller matches the pattern itself.
+const qDirectLeases = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
+ WHERE name ~>=~ $1 AND client_id = ANY($2) AND state <> 'released' AND expires_at > clock_timestamp()
+ ORDER BY name`

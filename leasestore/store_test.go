@@ -38,7 +38,7 @@ func waitExpired(t *testing.T, b *testBundle, name string) { pgtest.WaitExpired(
 
 func acquireActive(t *testing.T, b *testBundle, name, owner string, ttl time.Duration) leasestore.Lease {
 	t.Helper()
-	l, err := b.store.Acquire(b.ctx, name, owner, ttl, "replica-a", "c")
+	l, err := b.store.Acquire(b.ctx, name, owner, ttl, "replica-a", "c", "")
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -68,7 +68,7 @@ func TestAcquireHeldNamesHolder(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	first := acquireActive(t, b, "shard:1", "w1", time.Minute)
-	_, err := b.store.Acquire(b.ctx, "shard:1", "w2", time.Minute, "replica-b", "c")
+	_, err := b.store.Acquire(b.ctx, "shard:1", "w2", time.Minute, "replica-b", "c", "")
 	var held *leasestore.HeldError
 	if !errors.As(err, &held) || !errors.Is(err, leasestore.ErrLeaseHeld) {
 		t.Fatalf("second acquire: %v, want HeldError", err)
@@ -84,7 +84,7 @@ func TestFM03_ExpiredLeaseCannotRenew(t *testing.T) {
 	// Long enough to activate on a loaded machine, short enough to wait out.
 	l := acquireActive(t, b, "shard:3", "w1", 300*time.Millisecond)
 	waitExpired(t, b, "shard:3")
-	_, err := b.store.Renew(b.ctx, "shard:3", "w1", l.Token, time.Minute)
+	_, err := b.store.Renew(b.ctx, "shard:3", "w1", l.Token, time.Minute, "")
 	var lost *leasestore.LostError
 	if !errors.As(err, &lost) || lost.Reason != leasestore.LostExpired {
 		t.Fatalf("renew after expiry: %v, want LostError expired", err)
@@ -92,7 +92,7 @@ func TestFM03_ExpiredLeaseCannotRenew(t *testing.T) {
 	if _, err := b.store.Release(b.ctx, "shard:3", "w1", l.Token); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("release after expiry: %v, want ErrLeaseLost", err)
 	}
-	if _, err := b.store.Regenerate(b.ctx, "shard:3", "w1", l.Token, time.Minute, "r", "c"); !errors.Is(err, leasestore.ErrLeaseLost) {
+	if _, err := b.store.Regenerate(b.ctx, "shard:3", "w1", l.Token, time.Minute, "r", "c", ""); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("regenerate after expiry: %v, want ErrLeaseLost", err)
 	}
 }
@@ -113,7 +113,7 @@ func TestFM03_WrongOwnerOrTokenRefused(t *testing.T) {
 		{"newer token", "w1", l.Token + 1, leasestore.LostTokenMismatch},
 	}
 	for _, tc := range cases {
-		_, err := b.store.Renew(b.ctx, "shard:4", tc.owner, tc.token, time.Minute)
+		_, err := b.store.Renew(b.ctx, "shard:4", tc.owner, tc.token, time.Minute, "")
 		var lost *leasestore.LostError
 		if !errors.As(err, &lost) || lost.Reason != tc.reason {
 			t.Errorf("%s: renew: %v, want %s", tc.name, err, tc.reason)
@@ -123,7 +123,7 @@ func TestFM03_WrongOwnerOrTokenRefused(t *testing.T) {
 			t.Errorf("%s: release: %v, want %s", tc.name, err, tc.reason)
 		}
 	}
-	if _, err := b.store.Renew(b.ctx, "shard:4", "w1", l.Token, time.Minute); err != nil {
+	if _, err := b.store.Renew(b.ctx, "shard:4", "w1", l.Token, time.Minute, ""); err != nil {
 		t.Fatalf("the real owner's renew after refused attempts: %v", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestFM03_ReleaseKeepsTokenAndNextGrantIsLarger(t *testing.T) {
 	if rel.Token != l.Token || rel.State != leasestore.StateReleased {
 		t.Fatalf("released row = token %d state %s, want token %d released", rel.Token, rel.State, l.Token)
 	}
-	next, err := b.store.Acquire(b.ctx, "shard:5", "w2", time.Minute, "r", "c")
+	next, err := b.store.Acquire(b.ctx, "shard:5", "w2", time.Minute, "r", "c", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,12 +151,12 @@ func TestFM03_ReleaseKeepsTokenAndNextGrantIsLarger(t *testing.T) {
 func TestFM06_ActivateRefusedWhenGrantSuperseded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	stale, err := b.store.Acquire(b.ctx, "shard:6", "w1", 20*time.Millisecond, "replica-a", "c")
+	stale, err := b.store.Acquire(b.ctx, "shard:6", "w1", 20*time.Millisecond, "replica-a", "c", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitExpired(t, b, "shard:6")
-	fresh, err := b.store.Acquire(b.ctx, "shard:6", "w2", time.Minute, "replica-b", "c")
+	fresh, err := b.store.Acquire(b.ctx, "shard:6", "w2", time.Minute, "replica-b", "c", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestFM06_ActivateRefusedWhenGrantSuperseded(t *testing.T) {
 func TestActivateRefusedAfterExpiry(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	g, err := b.store.Acquire(b.ctx, "shard:7", "w1", 10*time.Millisecond, "r", "c")
+	g, err := b.store.Acquire(b.ctx, "shard:7", "w1", 10*time.Millisecond, "r", "c", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +187,10 @@ func TestRegenerateGivesLargerTokenToOwnerOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := acquireActive(t, b, "shard:8", "w1", time.Minute)
-	if _, err := b.store.Regenerate(b.ctx, "shard:8", "w2", l.Token, time.Minute, "r", "c"); !errors.Is(err, leasestore.ErrLeaseLost) {
+	if _, err := b.store.Regenerate(b.ctx, "shard:8", "w2", l.Token, time.Minute, "r", "c", ""); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("regenerate by another owner: %v", err)
 	}
-	g, err := b.store.Regenerate(b.ctx, "shard:8", "w1", l.Token, time.Minute, "replica-b", "ops")
+	g, err := b.store.Regenerate(b.ctx, "shard:8", "w1", l.Token, time.Minute, "replica-b", "ops", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestRegenerateGivesLargerTokenToOwnerOnly(t *testing.T) {
 	if got, err := b.store.Get(b.ctx, "shard:8"); err != nil || got.Client != "ops" {
 		t.Fatalf("Get = %+v, %v: want the client of the current generation", got, err)
 	}
-	if _, err := b.store.Renew(b.ctx, "shard:8", "w1", l.Token, time.Minute); !errors.Is(err, leasestore.ErrLeaseLost) {
+	if _, err := b.store.Renew(b.ctx, "shard:8", "w1", l.Token, time.Minute, ""); !errors.Is(err, leasestore.ErrLeaseLost) {
 		t.Fatalf("renew of the old generation: %v", err)
 	}
 }
@@ -211,14 +211,14 @@ func TestRegenerateGivesLargerTokenToOwnerOnly(t *testing.T) {
 func TestAbandonEndsOnlyThatPendingGrant(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	g, err := b.store.Acquire(b.ctx, "shard:9", "w1", time.Minute, "r", "c")
+	g, err := b.store.Acquire(b.ctx, "shard:9", "w1", time.Minute, "r", "c", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.store.Abandon(b.ctx, "shard:9", g.Token); err != nil {
 		t.Fatal(err)
 	}
-	next, err := b.store.Acquire(b.ctx, "shard:9", "w2", time.Minute, "r", "c")
+	next, err := b.store.Acquire(b.ctx, "shard:9", "w2", time.Minute, "r", "c", "")
 	if err != nil {
 		t.Fatalf("acquire after abandon: %v", err)
 	}
@@ -250,7 +250,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"sub-millisecond ttl", "n", "w", 1500 * time.Microsecond, "ttl_ms"},
 	}
 	for _, tc := range cases {
-		_, err := b.store.Acquire(b.ctx, tc.lease, tc.owner, tc.ttl, "r", "c")
+		_, err := b.store.Acquire(b.ctx, tc.lease, tc.owner, tc.ttl, "r", "c", "")
 		var inv *leasestore.InvalidError
 		if !errors.As(err, &inv) || inv.Field != tc.field {
 			t.Errorf("%s: %v, want InvalidError on %s", tc.name, err, tc.field)
@@ -335,7 +335,7 @@ func TestEventsRecordEveryChange(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := acquireActive(t, b, "shard:10", "w1", time.Minute)
-	if _, err := b.store.Renew(b.ctx, "shard:10", "w1", l.Token, time.Minute); err != nil {
+	if _, err := b.store.Renew(b.ctx, "shard:10", "w1", l.Token, time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.store.Release(b.ctx, "shard:10", "w1", l.Token); err != nil {
@@ -417,7 +417,7 @@ func TestFM04_AcquireStormTokensIncreaseNoOverlap(t *testing.T) {
 			for i := range perWorker {
 				name := names[(w+i)%len(names)]
 				ttl := time.Duration(1+(w+i)%3) * time.Millisecond
-				_, err := b.store.Acquire(b.ctx, name, fmt.Sprintf("w%d", w), ttl, "r", "c")
+				_, err := b.store.Acquire(b.ctx, name, fmt.Sprintf("w%d", w), ttl, "r", "c", "")
 				mu.Lock()
 				switch {
 				case err == nil:

@@ -122,7 +122,7 @@ func TestStoreOnPreparedConnections(t *testing.T) {
 	db, pool, store := poolStore(t, ctx, 1, func(c *pgxpool.Config) { c.AfterConnect = leasestore.PrepareConn })
 	b := &testBundle{db: db, store: store, ctx: ctx}
 	l := acquireActive(t, b, "shard:1", "w1", time.Minute)
-	if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute); err != nil {
+	if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute, ""); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
 	if _, err := store.Release(ctx, "shard:1", "w1", l.Token); err != nil {
@@ -157,7 +157,7 @@ func TestPreparedStatementsSurviveAMigration(t *testing.T) {
 	}
 	failed := 0
 	for range 2 * n {
-		if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute); err != nil {
+		if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute, ""); err != nil {
 			failed++
 		}
 	}
@@ -165,7 +165,7 @@ func TestPreparedStatementsSurviveAMigration(t *testing.T) {
 		t.Fatalf("%d of %d renewals failed after the migration; at most one per connection (%d) may", failed, 2*n, n)
 	}
 	for i := range 3 {
-		if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute); err != nil {
+		if _, err := store.Renew(ctx, "shard:1", "w1", l.Token, time.Minute, ""); err != nil {
 			t.Fatalf("renewal %d after the pool was replaced: %v", i, err)
 		}
 	}

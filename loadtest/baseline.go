@@ -210,7 +210,7 @@ func (r *runner) naiveLoop(ctx context.Context, store *leasestore.Store, p *kafk
 	renewed := time.Now()
 	for ctx.Err() == nil {
 		if !w.owned.Load() {
-			l, err := store.Acquire(ctx, w.lease, w.id, r.sc.TTL, "naive", "naive")
+			l, err := store.Acquire(ctx, w.lease, w.id, r.sc.TTL, "naive", "naive", "")
 			if err == nil {
 				_, err = store.Activate(ctx, w.lease, l.Token, 0, 0)
 			}
@@ -222,7 +222,7 @@ func (r *runner) naiveLoop(ctx context.Context, store *leasestore.Store, p *kafk
 			w.owned.Store(true)
 		}
 		if time.Since(renewed) >= r.sc.RenewEvery {
-			if _, err := store.Renew(ctx, w.lease, w.id, w.token, r.sc.TTL); err != nil {
+			if _, err := store.Renew(ctx, w.lease, w.id, w.token, r.sc.TTL, ""); err != nil {
 				w.owned.Store(false)
 				continue
 			}

@@ -94,6 +94,17 @@ func (r *Router) Prefix() string { return r.prefix }
 // Routes returns a copy of the routes.
 func (r *Router) Routes() []Route { return append([]Route(nil), r.routes...) }
 
+// PatternOf returns the pattern of the first route matching name, the
+// route whose rollout state judges direct clients on it (FM21).
+func (r *Router) PatternOf(name string) (string, bool) {
+	for _, rt := range r.routes {
+		if Match(rt.Pattern, name) {
+			return rt.Pattern, true
+		}
+	}
+	return "", false
+}
+
 // Resolve validates name and returns its placement from the first matching
 // route.
 func (r *Router) Resolve(name string) (Placement, error) { return r.resolve(name, 0) }

@@ -140,7 +140,7 @@ func TestFM31_SetPartitionsRefusesLiveLeaseAndLaggingLedger(t *testing.T) {
 	if err := store.RecordFirstPlacement(ctx, "shard:*", k.Topic, 16); err != nil {
 		t.Fatal(err)
 	}
-	lease, err := store.Acquire(ctx, "shard:5", "w1", 5*time.Minute, "r1", "c")
+	lease, err := store.Acquire(ctx, "shard:5", "w1", 5*time.Minute, "r1", "c", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,164 @@
+package leasestore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/leasestore"
+)
+
+const rolloutPattern = "shard:*"
+
+// setRollout moves rolloutPattern to st, failing the test on an error.
+func setRollout(t *testing.T, b *testBundle, st leasestore.RolloutState, direct ...string) leasestore.Rollout {
+	t.Helper()
+	r, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: st, Actor: "ops",
+		DirectClients: direct}, nil)
+	if err != nil {
+		t.Fatalf("set %s: %v", st, err)
+	}
+	return r
+}
+
+// TestFM21_DirectClientGrantedOnlyInObserve: a direct client (gate set)
+// is refused by a pattern with no recorded state (enforced, as before the
+// rollout states existed) and in gated, and granted and renewed in
+// observe; a fenced client (no gate) is granted in every state.
+func TestFM21_DirectClientGrantedOnlyInObserve(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.store.Acquire(b.ctx, "shard:1", "old", time.Minute, "r", "old-binary", rolloutPattern)
+	var gated *leasestore.GatedError
+	if !errors.As(err, &gated) || gated.State != leasestore.Enforced || gated.Pattern != rolloutPattern {
+		t.Fatalf("direct acquire with no recorded state: %v, want a GatedError (enforced)", err)
+	}
+	setRollout(t, b, leasestore.Observe)
+	l, err := b.store.Acquire(b.ctx, "shard:1", "old", time.Minute, "r", "old-binary", rolloutPattern)
+	if err != nil {
+		t.Fatalf("direct acquire in observe: %v", err)
+	}
+	if _, err := b.store.Activate(b.ctx, "shard:1", l.Token, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Renew(b.ctx, "shard:1", "old", l.Token, time.Minute, rolloutPattern); err != nil {
+		t.Fatalf("direct renew in observe: %v", err)
+	}
+	setRollout(t, b, leasestore.Gated)
+	if _, err := b.store.Renew(b.ctx, "shard:1", "old", l.Token, time.Minute, rolloutPattern); !errors.As(err, &gated) || gated.State != leasestore.Gated {
+		t.Fatalf("direct renew in gated: %v, want a GatedError (gated)", err)
+	}
+	if _, err := b.store.Regenerate(b.ctx, "shard:1", "old", l.Token, time.Minute, "r", "old-binary", rolloutPattern); !errors.As(err, &gated) {
+		t.Fatalf("direct regenerate in gated: %v, want a GatedError", err)
+	}
+	if _, err := b.store.Acquire(b.ctx, "shard:2", "new", time.Minute, "r", "indexer", ""); err != nil {
+		t.Fatalf("fenced acquire in gated: %v", err)
+	}
+	if _, err := b.store.Renew(b.ctx, "shard:1", "old", l.Token, time.Minute, ""); err != nil {
+		t.Fatalf("the same renewal by a fenced caller: %v", err)
+	}
+}
+
+// TestFM21_RolloutStepsAndAudit: moving up is one step at a time unless
+// forced with a reason; enforced waits until no direct client holds a live
+// lease of the pattern; every change is an event with who, from and to.
+func TestFM21_RolloutStepsAndAudit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	setRollout(t, b, leasestore.Observe)
+	var step *leasestore.StepError
+	if _, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops"}, nil); !errors.As(err, &step) {
+		t.Fatalf("observe -> enforced: %v, want a StepError", err)
+	}
+	l, err := b.store.Acquire(b.ctx, "shard:7", "old", 2*time.Second, "r", "old-binary", rolloutPattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Acquire(b.ctx, "other:7", "old", time.Minute, "r", "old-binary", ""); err != nil {
+		t.Fatal(err)
+	}
+	setRollout(t, b, leasestore.Gated, "old-binary")
+	_, err = b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops",
+		DirectClients: []string{"old-binary"}}, nil)
+	if !errors.As(err, &step) || len(step.Blocking) != 1 || step.Blocking[0].Name != "shard:7" {
+		t.Fatalf("gated -> enforced with shard:7 held by a direct client: %v, want a StepError naming only shard:7", err)
+	}
+	if _, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops",
+		DirectClients: []string{"old-binary"}, Force: true}, nil); err == nil {
+		t.Fatal("a forced step without a reason was taken")
+	}
+	waitExpired(t, b, l.Name)
+	r := setRollout(t, b, leasestore.Enforced, "old-binary")
+	if r.Version != 3 {
+		t.Fatalf("version %d after three changes, want 3", r.Version)
+	}
+	setRollout(t, b, leasestore.Observe) // down: always allowed
+	got, err := b.store.RolloutOf(b.ctx, rolloutPattern)
+	if err != nil || got.State != leasestore.Observe || got.ChangedBy != "ops" {
+		t.Fatalf("RolloutOf = %+v, %v", got, err)
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM rollout_events WHERE pattern = $1 AND actor = 'ops'`, rolloutPattern).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("%d audit events (%v), want 4", n, err)
+	}
+}
+
+// TestFM21_GrantWaitsForGateChange: a direct acquire that starts while a
+// change to gated is being made (its markers being written, under the
+// pattern's row lock) waits for it and is refused once it commits: its
+// gate reads the row FOR SHARE. Without the lock it would read the
+// committed observe and be granted after the gate.
+func TestFM21_GrantWaitsForGateChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	setRollout(t, b, leasestore.Observe)
+	locked, release := make(chan struct{}), make(chan struct{})
+	open := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(open) // a failed test must not leave the change holding the row
+	changed := make(chan error, 1)
+	go func() {
+		_, err := b.store.SetRollout(context.Background(), leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Gated, Actor: "ops"},
+			func(context.Context, leasestore.Rollout) error { close(locked); <-release; return nil })
+		changed <- err
+	}()
+	<-locked
+	granted := make(chan error, 1)
+	go func() {
+		_, err := b.store.Acquire(context.Background(), "shard:3", "old", time.Minute, "r", "old-binary", rolloutPattern)
+		granted <- err
+	}()
+	waitForLockWait(t, b, granted)
+	open()
+	if err := <-changed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; !errors.Is(err, leasestore.ErrGated) {
+		t.Fatalf("direct acquire during the change: %v, want ErrGated", err)
+	}
+}
+
+// waitForLockWait waits until a session of this database waits for a
+// lock, or fails the test if the acquire answers first.
+func waitForLockWait(t *testing.T, b *testBundle, granted <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-granted:
+			t.Fatalf("the direct acquire answered (%v) while the change held the row", err)
+		default:
+		}
+		var n int
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no session waited for the rollout row's lock")
+}
