@@ -22,7 +22,7 @@ const leaseColumns = `name, owner_id, fencing_token, state, granted_at, expires_
 
 // gateCTE is the rollout gate every grant and renewal statement carries
 // (FM21): the statement's $N is the route pattern a direct client must be
-// allowed on, or ” for a fenced client, which every state allows. A
+// allowed on, or the empty string for a fenced client, which every state allows. A
 // direct client is allowed only while the pattern's row says observe; the
 // row is read FOR SHARE, so a change of state (qLockRollout) waits for the
 // statements in flight and every later statement sees the new state.
