@@ -38,6 +38,7 @@ type applyTx struct {
 	key      partitionKey
 	fences   map[string]int64
 	advanced map[string]int64 // fences moved by this transaction
+	marks    map[string]mark  // pattern -> rollout state on this partition
 	verdicts []judged         // in offset order
 	batch    pgx.Batch        // statements whose verdict is known now
 	staged   *stage
@@ -54,6 +55,7 @@ type judged struct {
 	lease  string
 	token  int64
 	offset int64
+	kept   Verdict // with v == Kept: the verdict the record would have had
 }
 
 // stamped is a record with its parsed fencegate headers.
@@ -105,7 +107,7 @@ func (m *Materializer) applyOnce(ctx context.Context, key partitionKey, expected
 	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}, advanced: map[string]int64{},
-			verdicts: make([]judged, 0, len(in)), staged: newStage(len(in))}
+			marks: map[string]mark{}, verdicts: make([]judged, 0, len(in)), staged: newStage(len(in))}
 		if err := a.begin(ctx, expected, newNext, in); err != nil {
 			return err
 		}
@@ -233,10 +235,13 @@ func leasesOf(in []stamped) (leases []string, data bool) {
 // report counts and logs the verdicts and publishes the fences of a
 // committed transaction.
 func (m *Materializer) report(ctx context.Context, key partitionKey, a *applyTx) {
-	counts := map[Verdict]int64{}
+	counts, kept := map[Verdict]int64{}, map[Verdict]int64{}
 	for _, j := range a.verdicts {
 		counts[j.v]++
-		if j.v != Accepted && j.v != Barrier {
+		if j.v == Kept {
+			kept[j.kept]++
+		}
+		if j.v != Accepted && j.v != Barrier && j.v != Kept && j.v != Marker {
 			m.log.Warn("record refused", "verdict", j.v, "fencegate.lease", j.lease, "fencegate.token", j.token,
 				"topic", key.topic, "partition", key.partition, "offset", j.offset)
 		}
@@ -244,6 +249,10 @@ func (m *Materializer) report(ctx context.Context, key partitionKey, a *applyTx)
 	for v, n := range counts {
 		m.verdictCounter(v).Add(n)
 		m.met.verdicts(ctx, v, n)
+	}
+	for v, n := range kept {
+		m.keptCounter(v).Add(n)
+		m.met.keptAs(ctx, v, n)
 	}
 	m.fenceMu.Lock()
 	defer m.fenceMu.Unlock()
@@ -272,6 +281,7 @@ func (a *applyTx) begin(ctx context.Context, expected, newNext int64, in []stamp
 	first, distinct := dataKeys(in)
 	var b pgx.Batch
 	b.Queue(qAdvancePosition, a.key.topic, a.key.partition, expected, newNext)
+	b.Queue(qLockMarks, a.key.topic, a.key.partition)
 	if data {
 		b.Queue(qCreateStage)
 	}
@@ -293,6 +303,9 @@ func (a *applyTx) begin(ctx context.Context, expected, newNext int64, in []stamp
 	}
 	if tag.RowsAffected() == 0 {
 		return errPositionMoved
+	}
+	if err := a.readMarks(res); err != nil {
+		return err
 	}
 	if data {
 		if err := a.exec(res); err != nil {
@@ -352,8 +365,12 @@ func (a *applyTx) readFences(res pgx.BatchResults) error {
 // statement or its row.
 func (a *applyTx) judge(s stamped) {
 	r, st := s.r, s.st
+	if barrier.IsMarker(r.Headers) {
+		a.marker(r)
+		return
+	}
 	if s.err != nil {
-		a.reject(r, st, Malformed, s.err.Error())
+		a.refuseOrKeep(r, st, Malformed, s.err.Error(), a.keepsUnstamped(r))
 		return
 	}
 	fence := a.fences[st.Lease]
@@ -363,10 +380,10 @@ func (a *applyTx) judge(s stamped) {
 	}
 	switch barrier.Judge(fence, st.Token) {
 	case barrier.Stale:
-		a.reject(r, st, Stale, fmt.Sprintf("token %d below fence %d", st.Token, fence))
+		a.refuseOrKeep(r, st, Stale, fmt.Sprintf("token %d below fence %d", st.Token, fence), a.keepsLease(st.Lease))
 		return
 	case barrier.Unfenced:
-		a.reject(r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence))
+		a.refuseOrKeep(r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence), a.keepsLease(st.Lease))
 		return
 	}
 	headers, err := userHeaders(r.Headers)
@@ -374,7 +391,7 @@ func (a *applyTx) judge(s stamped) {
 		a.reject(r, st, Malformed, err.Error())
 		return
 	}
-	a.verdicts = append(a.verdicts, judged{Accepted, st.Lease, st.Token, int64(r.TopicPartition.Offset)})
+	a.verdicts = append(a.verdicts, judged{v: Accepted, lease: st.Lease, token: st.Token, offset: int64(r.TopicPartition.Offset)})
 	a.staged.add(st, r, headers)
 }
 
@@ -390,7 +407,7 @@ func (a *applyTx) barrier(r *kafka.Message, st barrier.Stamp, fence int64) {
 	}
 	a.fences[st.Lease] = g.Token
 	a.advanced[st.Lease] = g.Token
-	a.queue(judged{Barrier, st.Lease, st.Token, int64(r.TopicPartition.Offset)}, qAdvanceFence,
+	a.queue(judged{v: Barrier, lease: st.Lease, token: st.Token, offset: int64(r.TopicPartition.Offset)}, qAdvanceFence,
 		g.Lease, g.Token, g.Owner, g.ProducerID, int32(g.Epoch), a.key.partition, int64(r.TopicPartition.Offset))
 }
 
@@ -409,7 +426,7 @@ func (m *Materializer) checkBarrier(key partitionKey, st barrier.Stamp, value []
 
 func (a *applyTx) reject(r *kafka.Message, st barrier.Stamp, v Verdict, detail string) {
 	off := int64(r.TopicPartition.Offset)
-	a.queue(judged{v, st.Lease, st.Token, off}, qReject, text(st.Lease), nullableInt(st.Token),
+	a.queue(judged{v: v, lease: st.Lease, token: st.Token, offset: off}, qReject, text(st.Lease), nullableInt(st.Token),
 		text(st.Batch), nullableSeq(st.Seq), a.key.topic, a.key.partition, off, string(v), detail, text(st.Owner))
 }
 

@@ -95,6 +95,7 @@ type rec struct {
 	value   []byte         // for barriers: the sealed grant (nil: seal a valid one)
 	bare    bool           // no fencegate headers at all
 	headers []kafka.Header // the worker's headers, after the stamp
+	raw     []byte         // for data records: the value (nil: lease/token/batch/seq)
 }
 
 func data(lease string, token int64, batch string, seq int) rec {
@@ -128,6 +129,9 @@ func (b *testBundle) write(partition int32, recs ...rec) int64 {
 			m.Headers = barrier.Stamp{Lease: r.lease, Token: r.token, Owner: "o", Batch: r.batch, Seq: r.seq, Barrier: r.barrier}.Headers()
 		}
 		m.Headers = append(m.Headers, r.headers...)
+		if r.raw != nil {
+			m.Value = r.raw
+		}
 		if r.barrier {
 			m.Value = r.value
 			if m.Value == nil {
@@ -226,6 +230,8 @@ func snapshot(t testing.TB, db *pgtest.DB) string {
 		`SELECT coalesce(lease,''), coalesce(token,0), coalesce(batch_id,''), coalesce(seq,-1), partition, "offset", reason FROM rejected_records ORDER BY partition, "offset"`,
 		`SELECT lease, token, barrier_partition, barrier_offset FROM fences ORDER BY lease, barrier_partition`,
 		`SELECT lease, batch_id, seq FROM applied_keys ORDER BY 1, 2, 3`,
+		`SELECT partition, "offset", verdict, coalesce(lease, ''), coalesce(token, 0), encode(value, 'escape'), headers::text FROM kept_records ORDER BY partition, "offset"`,
+		`SELECT partition, pattern, state, version, "offset" FROM rollout_marks ORDER BY partition, pattern`,
 	} {
 		rows, err := db.Pool.Query(context.Background(), q)
 		if err != nil {

@@ -66,10 +66,20 @@ const (
 	Duplicate  Verdict = "duplicate"
 	BadBarrier Verdict = "bad_barrier"
 	Malformed  Verdict = "malformed"
+	// Kept is a record that would have been stale, unfenced or malformed
+	// (written without any stamp) but is kept in kept_records, because
+	// its pattern was in observe or gated where it was written (FM21).
+	Kept Verdict = "kept"
+	// Marker is a rollout marker that verified and set its pattern's
+	// state on the partition.
+	Marker Verdict = "marker"
 )
 
 // Verdicts lists every verdict, for metrics and reports.
-var Verdicts = []Verdict{Accepted, Barrier, Stale, Unfenced, Duplicate, BadBarrier, Malformed}
+var Verdicts = []Verdict{Accepted, Barrier, Stale, Unfenced, Duplicate, BadBarrier, Malformed, Kept, Marker}
+
+// KeptVerdicts lists the verdicts a kept record would have had.
+var KeptVerdicts = []Verdict{Stale, Unfenced, Malformed}
 
 // Hooks are named points for tests.
 type Hooks struct {
@@ -166,6 +176,7 @@ type Materializer struct {
 
 	stmts    atomic.Int64
 	verdicts sync.Map // Verdict -> *atomic.Int64
+	kept     sync.Map // would-be Verdict of kept records -> *atomic.Int64
 	lagMu    sync.Mutex
 	lag      map[partitionKey]int64
 	running  atomic.Bool
@@ -203,6 +214,9 @@ func New(pool *pgxpool.Pool, router *txnmap.Router, cfg Config) (*Materializer, 
 	m.ready = probe.New(m.Ready, probe.Config{})
 	for _, v := range Verdicts {
 		m.verdicts.Store(v, new(atomic.Int64))
+	}
+	for _, v := range KeptVerdicts {
+		m.kept.Store(v, new(atomic.Int64))
 	}
 	if m.met, err = newMetrics(cfg.MeterProvider, m); err != nil {
 		return nil, fmt.Errorf("materializer: metrics: %w", err)
@@ -262,6 +276,21 @@ func (m *Materializer) Ready(ctx context.Context) error {
 func (m *Materializer) verdictCounter(v Verdict) *atomic.Int64 {
 	c, _ := m.verdicts.Load(v)
 	return c.(*atomic.Int64)
+}
+
+func (m *Materializer) keptCounter(v Verdict) *atomic.Int64 {
+	c, _ := m.kept.Load(v)
+	return c.(*atomic.Int64)
+}
+
+// KeptCounts returns how many records were kept since start, by the
+// verdict they would have had (FM21).
+func (m *Materializer) KeptCounts() map[Verdict]int64 {
+	out := map[Verdict]int64{}
+	for _, v := range KeptVerdicts {
+		out[v] = m.keptCounter(v).Load()
+	}
+	return out
 }
 
 // mine reports whether this instance applies partition p.

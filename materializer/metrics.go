@@ -16,6 +16,7 @@ import (
 // metrics are the materializer's instruments, created once.
 type metrics struct {
 	records metric.Int64Counter
+	kept    metric.Int64Counter
 	txn     metric.Float64Histogram
 	reg     metric.Registration
 }
@@ -25,7 +26,11 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 	var x metrics
 	var err error
 	if x.records, err = meter.Int64Counter("fencegate.materializer.records", metric.WithUnit("{record}"),
-		metric.WithDescription("Records by verdict (accepted, barrier, stale, unfenced, duplicate, bad_barrier, malformed).")); err != nil {
+		metric.WithDescription("Records by verdict (accepted, barrier, stale, unfenced, duplicate, bad_barrier, malformed, kept, marker).")); err != nil {
+		return nil, err
+	}
+	if x.kept, err = meter.Int64Counter("fencegate.materializer.kept", metric.WithUnit("{record}"),
+		metric.WithDescription("Records kept in kept_records while their pattern was in observe or gated, by the verdict they would have had (stale, unfenced, malformed).")); err != nil {
 		return nil, err
 	}
 	if x.txn, err = meter.Float64Histogram("fencegate.materializer.transaction.duration", metric.WithUnit("s"),
@@ -53,6 +58,9 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 	for _, v := range Verdicts {
 		x.records.Add(context.Background(), 0, metric.WithAttributes(attribute.String("verdict", string(v))))
 	}
+	for _, v := range KeptVerdicts {
+		x.kept.Add(context.Background(), 0, metric.WithAttributes(attribute.String("verdict", string(v))))
+	}
 	x.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		if m.cfg.LeaseMetrics {
 			fences := m.Fences()
@@ -75,6 +83,10 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 
 func (x *metrics) verdicts(ctx context.Context, v Verdict, n int64) {
 	x.records.Add(ctx, n, metric.WithAttributes(attribute.String("verdict", string(v))))
+}
+
+func (x *metrics) keptAs(ctx context.Context, v Verdict, n int64) {
+	x.kept.Add(ctx, n, metric.WithAttributes(attribute.String("verdict", string(v))))
 }
 
 func (x *metrics) transaction(ctx context.Context, since time.Time) {

@@ -121,3 +121,24 @@ SELECT "offset" FROM d`
 const qReject = `
 INSERT INTO rejected_records (lease, token, batch_id, seq, topic, partition, "offset", reason, detail, owner_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+// qLockMarks reads the rollout state each pattern's markers set on the
+// chunk's partition so far, under row locks for the transaction (FM21):
+// the chunk's records are judged against them in offset order, as
+// against the fences.
+const qLockMarks = `SELECT pattern, state, version FROM rollout_marks WHERE topic = $1 AND partition = $2 FOR UPDATE`
+
+// qAdvanceMark installs a rollout marker's state on its partition; the
+// WHERE repeats the caller's check that versions only grow.
+const qAdvanceMark = `
+INSERT INTO rollout_marks (topic, partition, pattern, state, version, "offset")
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (topic, partition, pattern) DO UPDATE
+   SET state = EXCLUDED.state, version = EXCLUDED.version, "offset" = EXCLUDED."offset"
+ WHERE rollout_marks.version < EXCLUDED.version`
+
+// qKeep keeps a record its pattern's rollout state does not let the
+// ledger refuse (observe, gated), with the verdict it would have had.
+const qKeep = `
+INSERT INTO kept_records (topic, partition, "offset", verdict, detail, lease, token, owner_id, batch_id, seq, key, value, headers)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::jsonb)`
