@@ -47,3 +47,34 @@ func TestHelpNamesEnvironmentAndDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputFlagsIgnoreEnvironment: a variable that happens to be named
+// like an output or selection flag (FENCEGATE_JSON, left in the shell by
+// another tool) does not reach that flag; only settings read FENCEGATE_*.
+// Not parallel: it sets the environment.
+func TestOutputFlagsIgnoreEnvironment(t *testing.T) {
+	t.Setenv("FENCEGATE_JSON", "r.json")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, &out, &errb); code != 0 {
+		t.Fatalf("FENCEGATE_JSON=r.json fencegate version: exit %d: %s", code, errb.String())
+	}
+	if !strings.HasPrefix(out.String(), "fencegate ") {
+		t.Fatalf("FENCEGATE_JSON=r.json fencegate version printed %q, want the text form", out.String())
+	}
+}
+
+// TestBadEnvironmentValueNamesVariableAndFlag: a FENCEGATE_* value that
+// does not parse is a usage error (exit 2) naming the variable and the
+// flag it sets. Not parallel: it sets the environment.
+func TestBadEnvironmentValueNamesVariableAndFlag(t *testing.T) {
+	t.Setenv("FENCEGATE_MAX_RECORDS", "many")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"serve"}, &out, &errb); code != 2 {
+		t.Fatalf("FENCEGATE_MAX_RECORDS=many fencegate serve: exit %d, want 2: %s", code, errb.String())
+	}
+	for _, want := range []string{"FENCEGATE_MAX_RECORDS", "--max-records", `"many"`} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("the error lacks %s: %s", want, errb.String())
+		}
+	}
+}
