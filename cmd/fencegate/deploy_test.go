@@ -725,14 +725,14 @@ func TestDeployAdvertiseURLs(t *testing.T) {
 // lease store's tables is (FM42: a materializer that can write replicas
 // can send workers and their tokens anywhere).
 func TestMaterializerGrantsCoverItsQueries(t *testing.T) {
-	runbook, err := os.ReadFile("../../deploy/compose/RUNBOOK.md")
+	runbook, err := os.ReadFile(filepath.Join(repoRoot, runbookPath))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(runbook), "-- materializer grants\n")
 	block, _, _ = strings.Cut(block, "```")
 	if !ok || block == "" {
-		t.Fatal("RUNBOOK.md has no ```sql block starting with -- materializer grants")
+		t.Fatal("docs/RUNBOOK.md has no ```sql block starting with -- materializer grants")
 	}
 	grantRe := regexp.MustCompile(`GRANT ([A-Z, ]+) ON ([a-z_, ]+) TO fencegate_materializer;`)
 	granted := map[string]string{}
