@@ -45,6 +45,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	db.DefValue, db.Usage = devDatabaseURL, "Postgres URL of dev's own database: created and marked by dev when missing; "+
 		"a database dev did not create is refused, never cleared"
 	_ = db.Value.Set(devDatabaseURL)
+	fs.Lookup("kafka-brokers").Usage = "not used by dev: its gateway and materializer use the development broker at --kafka-listen"
 	fs.Lookup("config").Usage = "routes and clients YAML file (empty: the development file built into the binary, " +
 		"the same as deploy/dev/fencegate.yaml)"
 	var kafkaListen, matListen *string

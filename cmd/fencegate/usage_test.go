@@ -81,14 +81,21 @@ func everyUsage(t *testing.T) map[string][]usageEntry {
 	return all
 }
 
+// settingsCommands are the commands whose every flag is a setting and
+// reads its FENCEGATE_* variable.
+var settingsCommands = map[string]bool{"serve": true, "materialize": true, "dev": true, "migrate": true}
+
 // TestUsageReadsRight: every flag of every command is printed with a
 // plain argument name, its text keeps no backtick, and it names its
 // FENCEGATE_* variable at most once, in the trailing [ ] of a setting or
-// a secret.
+// a secret; every flag of serve, materialize, dev and migrate is marked.
 func TestUsageReadsRight(t *testing.T) {
 	t.Parallel()
 	for cmd, entries := range everyUsage(t) {
 		for _, e := range entries {
+			if settingsCommands[cmd] && !strings.Contains(e.text, "["+envName(e.name)) {
+				t.Errorf("fencegate %s: -%s is a setting but -h marks no %s: %q", cmd, e.name, envName(e.name), e.text)
+			}
 			if !plainArg.MatchString(e.arg) {
 				t.Errorf("fencegate %s: -%s %s: the argument name is not a placeholder (a backticked phrase in its usage?)", cmd, e.name, e.arg)
 			}
