@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,16 @@ func TestOutputFlagsIgnoreEnvironment(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.String(), "fencegate ") {
 		t.Fatalf("FENCEGATE_JSON=r.json fencegate version printed %q, want the text form", out.String())
+	}
+	// The materializer's FENCEGATE_PARTITIONS (0-7) is no count for
+	// routes set-partitions, whose connection flags still read theirs.
+	t.Setenv("FENCEGATE_PARTITIONS", "0-7")
+	t.Setenv("FENCEGATE_KAFKA_BROKERS", "10.0.0.1:9092")
+	var f routesFlags
+	fs := flagSet("routes set-partitions", io.Discard)
+	f.register(fs)
+	if err := parse(fs, nil); err != nil || f.partitions != 0 || f.brokers != "10.0.0.1:9092" {
+		t.Fatalf("routes set-partitions under FENCEGATE_PARTITIONS=0-7: %v, partitions %d, brokers %q", err, f.partitions, f.brokers)
 	}
 }
 
