@@ -90,8 +90,8 @@ func (fs *cmdFlags) printUsage() {
 		}
 		fmt.Fprintf(w, "%s\n", fs.envSource(f))
 	})
-	fmt.Fprintln(w, "A flag marked [FENCEGATE_<NAME>] is a setting: that variable sets it unless the command line does. "+
-		"A flag without one (output, selection) reads no variable.")
+	fmt.Fprintln(w, "A flag marked [FENCEGATE_<NAME>] also takes its value from that variable (the command line wins; "+
+		"a secret's comes from it only); a flag without a mark (output, selection) reads no variable.")
 }
 
 // usageError is a command line the command cannot run: exit status 2.
