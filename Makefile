@@ -16,7 +16,9 @@ TEST_TIMEOUT ?= 14m
 .PHONY: vulncheck lint-deploy help test test-external lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} \
+		{t[NR] = $$1; d[NR] = $$2; if (length($$1) > w) w = length($$1)} \
+		END {for (i = 1; i <= NR; i++) printf "  %-" w "s  %s\n", t[i], d[i]}'
 
 build: ## build bin/fencegate
 	$(GO) build -o bin/fencegate ./cmd/fencegate
@@ -39,7 +41,7 @@ test-external: ## release check: the tests that need no fault injection, against
 		echo "usage: FENCEGATE_TEST_KAFKA_BROKERS=host:port [FENCEGATE_TEST_KAFKA_SECURITY_PROTOCOL=SASL_SSL FENCEGATE_TEST_KAFKA_SASL_MECHANISM=...";\
 		echo "       FENCEGATE_TEST_KAFKA_SASL_USER=... FENCEGATE_TEST_KAFKA_SASL_PASSWORD_FILE=... FENCEGATE_TEST_KAFKA_CA_FILE=...]"; \
 		echo "       [FENCEGATE_TEST_TOPIC_PREFIX=fencegate-test.] [FENCEGATE_TEST_KAFKA_WORKER_SASL_USER=... FENCEGATE_TEST_KAFKA_WORKER_SASL_PASSWORD_FILE=...] make test-external"; \
-		echo "(deploy/compose/RUNBOOK.md, \"Release check against your own cluster\")"; exit 2; fi
+		echo "(docs/RUNBOOK.md, \"Release check against your own cluster\")"; exit 2; fi
 	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
 	@set -o pipefail; FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -v -p 1 -timeout $(TEST_TIMEOUT) $(EXTERNAL_PKGS) 2>&1 | tee test-external.log | grep -E '^(ok|FAIL|---|panic)|^\s+--- FAIL'; \
@@ -75,9 +77,13 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzFM29_JSONHeaders -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzStampRoundTrip -fuzztime 30s ./barrier
 
-run: ## the whole stack on embedded defaults (Postgres :54329, dev broker :9092, gateway :8080)
+# Flags of `fencegate dev` for `make run ARGS="--listen 127.0.0.1:9080"` (a
+# command-line variable: an ARGS in the environment is ignored).
+ARGS :=
+
+run: ## the whole stack on embedded defaults (Postgres :54329, dev broker :9092, gateway :8080, materializer :8081); ARGS="..." passes flags to fencegate dev (go run ./cmd/fencegate dev -h lists them)
 	@$(PG) start
-	$(GO) run ./cmd/fencegate dev
+	$(GO) run ./cmd/fencegate dev $(ARGS)
 
 loadtest: ## default embedded load scenario (freeze + churn), reports in loadtest-report.{json,html}
 	@$(PG) start

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -51,27 +50,25 @@ type invocation struct {
 // from a secret is a string flag, so any text parses.
 const secretValue = "value-from-a-secret"
 
-var flagLine = regexp.MustCompile(`^  -([a-z0-9-]+)`)
+var envMark = regexp.MustCompile(`\[(FENCEGATE_[A-Z0-9_]+)[\] ]`)
 
-// acceptedNames returns the flags of subcommand sub as its own -h prints
-// them (the real dispatcher and flag set, whatever function builds it).
-func acceptedNames(t *testing.T, sub string) map[string]bool {
+// acceptedVariables returns the FENCEGATE_* variables subcommand sub
+// reads, as its own -h marks them (settings and secrets; the other flags
+// read none).
+func acceptedVariables(t *testing.T, sub string) map[string]bool {
 	t.Helper()
 	var stderr bytes.Buffer
 	if code := run(context.Background(), []string{sub, "-h"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("fencegate %s -h exited %d: %s", sub, code, stderr.String())
 	}
-	names := map[string]bool{}
-	sc := bufio.NewScanner(&stderr)
-	for sc.Scan() {
-		if m := flagLine.FindStringSubmatch(sc.Text()); m != nil {
-			names[m[1]] = true
-		}
+	vars := map[string]bool{}
+	for _, m := range envMark.FindAllStringSubmatch(stderr.String(), -1) {
+		vars[m[1]] = true
 	}
-	if len(names) == 0 {
-		t.Fatalf("fencegate %s -h listed no flags", sub)
+	if len(vars) == 0 {
+		t.Fatalf("fencegate %s -h marked no variable", sub)
 	}
-	return names
+	return vars
 }
 
 // problems lists what the subcommand of inv refuses or would ignore: a
@@ -86,10 +83,7 @@ func problems(t *testing.T, inv invocation) []string {
 	if _, ok := commands()[sub]; !ok {
 		return []string{"unknown subcommand " + sub}
 	}
-	byEnv := map[string]bool{}
-	for n := range acceptedNames(t, sub) {
-		byEnv[envName(n)] = true
-	}
+	byEnv := acceptedVariables(t, sub)
 	var out []string
 	for _, k := range sortedKeys(inv.env) {
 		if !byEnv[k] {
@@ -731,14 +725,14 @@ func TestDeployAdvertiseURLs(t *testing.T) {
 // lease store's tables is (FM42: a materializer that can write replicas
 // can send workers and their tokens anywhere).
 func TestMaterializerGrantsCoverItsQueries(t *testing.T) {
-	runbook, err := os.ReadFile("../../deploy/compose/RUNBOOK.md")
+	runbook, err := os.ReadFile(filepath.Join(repoRoot, runbookPath))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(runbook), "-- materializer grants\n")
 	block, _, _ = strings.Cut(block, "```")
 	if !ok || block == "" {
-		t.Fatal("RUNBOOK.md has no ```sql block starting with -- materializer grants")
+		t.Fatal("docs/RUNBOOK.md has no ```sql block starting with -- materializer grants")
 	}
 	grantRe := regexp.MustCompile(`GRANT ([A-Z, ]+) ON ([a-z_, ]+) TO fencegate_materializer;`)
 	granted := map[string]string{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,8 +19,16 @@ import (
 // devBarrierKey signs barriers in development only.
 const devBarrierKey = "fencegate-development-barrier-key"
 
-// devConfig is the routes and clients file of `fencegate dev`: bearer
-// dev-token, allowed on every lease.
+// devConfigYAML is the routes and clients file of `fencegate dev`:
+// bearer dev-token, allowed on every lease. It is built in, so that dev
+// runs from any directory; devConfig is the same file in the repository
+// (TestDevConfigFilesAgree).
+//
+//go:embed devconfig.yaml
+var devConfigYAML []byte
+
+// devConfig is the repository's copy of devConfigYAML, the default of the
+// harness's development broker (hidden.go).
 const devConfig = "deploy/dev/fencegate.yaml"
 
 // devToken is the bearer token of the development file: public, so serve
@@ -36,22 +45,29 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	db.DefValue, db.Usage = devDatabaseURL, "Postgres URL of dev's own database: created and marked by dev when missing; "+
 		"a database dev did not create is refused, never cleared"
 	_ = db.Value.Set(devDatabaseURL)
-	kafkaListen := fs.String("kafka-listen", defaultKafkaBrokers, "listen address of the embedded development broker")
-	matListen := fs.String("materializer-listen", defaultMaterializerListen, "listen address of the materializer's HTTP port")
+	fs.Lookup("kafka-brokers").Usage = "not used by dev: its gateway and materializer use the development broker at --kafka-listen"
+	fs.Lookup("config").Usage = "routes and clients YAML file (empty: the development file built into the binary, " +
+		"the same as deploy/dev/fencegate.yaml)"
+	var kafkaListen, matListen *string
+	fs.settingsOf(func() {
+		kafkaListen = fs.String("kafka-listen", defaultKafkaBrokers, "listen address of the embedded development broker")
+		matListen = fs.String("materializer-listen", defaultMaterializerListen, "listen address of the materializer's HTTP port")
+	})
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	f.migrate = true
 	// Only dev runs on the development file and key: both are public.
 	f.dev = true
-	if f.configPath == "" {
-		f.configPath = devConfig
-	}
 	if f.barrierKey == "" && f.barrierKeyFile == "" {
 		f.barrierKey = devBarrierKey
 	}
 	log := newLogger(stderr, f.logJSON)
-	fc, _, err := fileconfig.Load(f.configPath)
+	raw, err := f.readConfig()
+	if err != nil {
+		return err
+	}
+	fc, _, err := fileconfig.Parse(raw)
 	if err != nil {
 		return err
 	}

@@ -101,26 +101,7 @@ func TestFM45_DevUsesADatabaseOfItsOwn(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	name := "fgtest_dev_" + hex.EncodeToString(b)
-	u, err := url.Parse(pgtest.ServerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	dbURL := u.String()
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, pgtest.ServerURL())
-		if err != nil {
-			t.Logf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop %s: %v", name, err)
-		}
-	})
+	dbURL := newDevDatabaseURL(t)
 	if err := resetDevDatabase(ctx, dbURL, discard); err != nil {
 		t.Fatalf("dev on a database that does not exist: %v", err)
 	}
@@ -141,4 +122,31 @@ func TestFM45_DevUsesADatabaseOfItsOwn(t *testing.T) {
 	if pos, pl := ledgerRows(t, dbURL, false); pos != 0 || pl != 0 {
 		t.Fatalf("dev left %d positions and %d placements in its own database", pos, pl)
 	}
+}
+
+// newDevDatabaseURL names a database that does not exist yet on the test
+// server (dev creates and marks it), dropped when the test ends.
+func newDevDatabaseURL(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	name := "fgtest_dev_" + hex.EncodeToString(b)
+	u, err := url.Parse(pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, pgtest.ServerURL())
+		if err != nil {
+			t.Logf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	return u.String()
 }

@@ -14,28 +14,84 @@ import (
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
-// flagSet returns a FlagSet whose flags default to FENCEGATE_<NAME>
-// environment variables (dashes become underscores) when set.
-func flagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("fencegate "+name, flag.ContinueOnError)
+// cmdFlags is the flag set of one command and which of its flags are
+// settings.
+//
+// The rule for the environment: a setting (how a component runs: every
+// flag of serve, materialize, dev and migrate, and the database, Kafka
+// and config flags of routes set-partitions) reads FENCEGATE_<NAME>
+// (dashes become underscores) when it is set, and the command line wins
+// over it. A flag that picks output or what to act on (version --json,
+// the flags of leases, routes --pattern and --partitions, the flags of
+// the harness) reads no variable, so a FENCEGATE_JSON left in a shell
+// cannot reach it. A secret reads its variable only (secretVar). -h
+// shows each flag's variable in [ ]; a variable that does not parse fails
+// naming itself and its flag.
+type cmdFlags struct {
+	*flag.FlagSet
+	// args names the positional arguments in the usage line ("NAME").
+	args     string
+	settings map[string]bool
+}
+
+// flagSet returns the flag set of command name; a flag is a setting only
+// when registered within settingsOf.
+func flagSet(name string, stderr io.Writer) *cmdFlags {
+	fs := &cmdFlags{FlagSet: flag.NewFlagSet("fencegate "+name, flag.ContinueOnError), settings: map[string]bool{}}
 	fs.SetOutput(stderr)
-	fs.Usage = func() { printUsage(fs) }
+	fs.Usage = fs.printUsage
 	return fs
 }
 
+// settingsOf marks the flags that register registers as settings.
+func (fs *cmdFlags) settingsOf(register func()) {
+	before := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
+	register()
+	fs.VisitAll(func(f *flag.Flag) {
+		if !before[f.Name] {
+			fs.settings[f.Name] = true
+		}
+	})
+}
+
+// envSource is where flag f may come from besides the command line, as
+// -h shows it: its variable, its variable only (a secret), or nothing.
+func (fs *cmdFlags) envSource(f *flag.Flag) string {
+	switch {
+	case isSecret(f):
+		return " [" + envName(f.Name) + " only; refused on the command line]"
+	case fs.settings[f.Name]:
+		return " [" + envName(f.Name) + "]"
+	}
+	return ""
+}
+
 // printUsage lists every flag with its default and the environment
-// variable that sets it.
-func printUsage(fs *flag.FlagSet) {
+// variable that sets it, if any.
+func (fs *cmdFlags) printUsage() {
 	w := fs.Output()
-	fmt.Fprintf(w, "usage: %s [flags]\n", fs.Name())
+	fmt.Fprintf(w, "usage: %s [flags]", fs.Name())
+	if fs.args != "" {
+		fmt.Fprintf(w, " %s", fs.args)
+	}
+	fmt.Fprintln(w)
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  -%s %s\n    \t%s", f.Name, kind, usage)
+		if isSecret(f) {
+			kind = "string" // flag names every Value type "value"
+		}
+		if kind != "" {
+			kind = " " + kind
+		}
+		fmt.Fprintf(w, "  -%s%s\n    \t%s", f.Name, kind, usage)
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
-		fmt.Fprintf(w, " [%s]\n", envName(f.Name))
+		fmt.Fprintf(w, "%s\n", fs.envSource(f))
 	})
+	fmt.Fprintln(w, "A flag marked [FENCEGATE_<NAME>] also takes its value from that variable (the command line wins; "+
+		"a secret's comes from it only); a flag without a mark (output, selection) reads no variable.")
 }
 
 // usageError is a command line the command cannot run: exit status 2.
@@ -53,21 +109,16 @@ func usagef(format string, args ...any) error {
 	return usageError{err: fmt.Errorf(format, args...)}
 }
 
-// envName is the environment variable that sets flag name.
+// envName is the environment variable of flag name.
 func envName(name string) string {
 	return "FENCEGATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// parse applies environment defaults, then the command line (which wins).
-func parse(fs *flag.FlagSet, args []string) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := os.LookupEnv(envName(f.Name)); ok && err == nil {
-			err = fs.Set(f.Name, v)
-		}
-	})
-	if err != nil {
-		return err
+// parse applies the environment to settings and secrets, then the command
+// line (which wins).
+func parse(fs *cmdFlags, args []string) error {
+	if err := fs.fromEnvironment(); err != nil {
+		return usageError{err: err}
 	}
 	if err := refuseSecretArgs(fs, args); err != nil {
 		return usageError{err: err}
@@ -79,6 +130,26 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return usageError{err: err, printed: true}
 	}
 	return nil
+}
+
+// fromEnvironment sets every setting and secret whose variable is set. A
+// value that does not parse names the variable and the flag (a secret's
+// Set never fails, so no secret is ever repeated).
+func (fs *cmdFlags) fromEnvironment() error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || !fs.settings[f.Name] && !isSecret(f) {
+			return
+		}
+		v, ok := os.LookupEnv(envName(f.Name))
+		if !ok {
+			return
+		}
+		if serr := fs.Set(f.Name, v); serr != nil {
+			err = fmt.Errorf("invalid value %q in %s for flag --%s: %v", v, envName(f.Name), f.Name, serr)
+		}
+	})
+	return err
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -125,25 +196,28 @@ type commonFlags struct {
 	leaseMetricsLimit int
 }
 
-func (f *commonFlags) register(fs *flag.FlagSet, principal string) {
-	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
-	fs.StringVar(&f.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
-	f.registerKafka(fs, principal)
-	fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file (required; `fencegate dev` uses deploy/dev/fencegate.yaml)")
-	secretVar(fs, &f.barrierKey, "barrier-key", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer; "+
-		"a comma-separated list signs with the first and verifies with any (rotation)")
-	fs.StringVar(&f.barrierKeyFile, "barrier-key-file", "", "file holding the barrier key(s), one a line, the signing key first")
-	fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
-	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
-	fs.BoolVar(&f.leaseMetrics, "lease-metrics", false, "export per-lease series (lease names and tokens) on /metrics, which needs no credentials: "+
-		"only where every scraper may see every lease (docs/observability.md)")
-	fs.IntVar(&f.leaseMetricsLimit, "lease-metrics-limit", telemetry.DefaultLeaseSeriesLimit,
-		"with --lease-metrics, the most leases exported as series (the first by name; the others are counted in *_series_omitted)")
+func (f *commonFlags) register(fs *cmdFlags, principal string) {
+	fs.settingsOf(func() {
+		fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL")
+		fs.StringVar(&f.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
+		f.registerKafka(fs, principal)
+		fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file of this deployment (required; only fencegate dev runs without one, on its built-in development file)")
+		secretVar(fs, &f.barrierKey, "barrier-key", "HMAC key of generation barriers, >= 16 bytes, shared by gateway and materializer; "+
+			"a comma-separated list signs with the first and verifies with any (rotation)")
+		fs.StringVar(&f.barrierKeyFile, "barrier-key-file", "", "file holding the barrier key(s), one a line, the signing key first")
+		fs.BoolVar(&f.migrate, "migrate", false, "apply database migrations at start")
+		fs.BoolVar(&f.logJSON, "log-json", false, "log JSON instead of text")
+		fs.BoolVar(&f.leaseMetrics, "lease-metrics", false, "export per-lease series (lease names and tokens) on /metrics, which needs no credentials: "+
+			"only where every scraper may see every lease (docs/observability.md)")
+		fs.IntVar(&f.leaseMetricsLimit, "lease-metrics-limit", telemetry.DefaultLeaseSeriesLimit,
+			"with --lease-metrics, the most leases exported as series (the first by name; the others are counted in *_series_omitted)")
+	})
 }
 
 // registerKafka registers the Kafka connection flags other than the
-// brokers (docs/security.md).
-func (f *commonFlags) registerKafka(fs *flag.FlagSet, principal string) {
+// brokers (docs/security.md); they are settings where the caller
+// registers them within settingsOf.
+func (f *commonFlags) registerKafka(fs *cmdFlags, principal string) {
 	fs.StringVar(&f.kafka.SecurityProtocol, "kafka-security-protocol", "",
 		"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: SASL_PLAINTEXT with a SASL mechanism, else PLAINTEXT)")
 	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
@@ -165,11 +239,21 @@ func (f *commonFlags) kafkaConn() kafkaconn.Config {
 // requireConfig refuses to run a long-lived component on a config nobody
 // chose: the development file allows every lease to a well-known token.
 func (f *commonFlags) requireConfig(cmd string) error {
-	if f.configPath == "" {
+	if f.configPath == "" && !f.dev {
 		return fmt.Errorf("no --config (or FENCEGATE_CONFIG): %s needs the routes and clients file of this deployment; "+
 			"only `fencegate dev` runs on the development file", cmd)
 	}
 	return nil
+}
+
+// readConfig returns the routes and clients file: --config, or, for
+// `fencegate dev` without one, the development file built into the
+// binary, so that dev runs from any directory.
+func (f *commonFlags) readConfig() ([]byte, error) {
+	if f.configPath == "" && f.dev {
+		return devConfigYAML, nil
+	}
+	return os.ReadFile(f.configPath)
 }
 
 // barrierKeys returns the signing key and the keys that only verify. The
@@ -253,13 +337,18 @@ func (s secret) String() string { return "" }
 
 func (s secret) Set(v string) error { *s.p = v; return nil }
 
-func secretVar(fs *flag.FlagSet, p *string, name, usage string) {
-	fs.Var(secret{p}, name, usage+" (environment "+envName(name)+" only; refused on the command line)")
+func secretVar(fs *cmdFlags, p *string, name, usage string) {
+	fs.Var(secret{p}, name, usage)
+}
+
+func isSecret(f *flag.Flag) bool {
+	_, ok := f.Value.(secret)
+	return ok
 }
 
 // refuseSecretArgs fails when a secret flag is on the command line. The
 // error names the flag, never the value.
-func refuseSecretArgs(fs *flag.FlagSet, args []string) error {
+func refuseSecretArgs(fs *cmdFlags, args []string) error {
 	for _, a := range args {
 		if a == "--" {
 			return nil
@@ -268,11 +357,9 @@ func refuseSecretArgs(fs *flag.FlagSet, args []string) error {
 		if !strings.HasPrefix(a, "-") || name == "" {
 			continue
 		}
-		if fl := fs.Lookup(name); fl != nil {
-			if _, ok := fl.Value.(secret); ok {
-				return fmt.Errorf("--%s is refused on the command line (every user can read it in /proc/<pid>/cmdline); "+
-					"set %s or use --%s-file", name, envName(name), name)
-			}
+		if fl := fs.Lookup(name); fl != nil && isSecret(fl) {
+			return fmt.Errorf("--%s is refused on the command line (every user can read it in /proc/<pid>/cmdline); "+
+				"set %s or use --%s-file", name, envName(name), name)
 		}
 	}
 	return nil

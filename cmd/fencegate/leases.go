@@ -14,20 +14,36 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 )
 
+// leasesUsage lists the subcommands of leases.
+const leasesUsage = `usage: fencegate leases list [flags]        every lease (--prefix P: those whose name starts with P)
+       fencegate leases show [flags] NAME   one lease and its last events
+fencegate leases list -h and fencegate leases show -h list the flags.`
+
 // runLeases is the operator view: `leases list [--prefix P]` and
 // `leases show NAME`, against a gateway URL; `-o json` prints the
-// gateway's JSON. Flags may come before or after the lease name.
+// gateway's JSON. Flags may come before or after the lease name. None of
+// its flags reads the environment but the secret --token.
 func runLeases(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(stderr, leasesUsage)
+		return flag.ErrHelp
+	}
 	if len(args) == 0 || args[0] != "list" && args[0] != "show" {
-		return usagef("usage: fencegate leases list [--prefix P] [-o table|json] | leases show NAME [-o table|json]")
+		return usagef("%s", leasesUsage)
 	}
 	fs := flagSet("leases "+args[0], stderr)
 	gw := fs.String("gateway", "http://"+defaultListen, "gateway URL")
 	token := new(string)
 	*token = devToken
 	secretVar(fs, token, "token", "bearer token (default dev-token, the development token)")
-	prefix := fs.String("prefix", "", "lease name prefix (list)")
 	output := fs.String("o", "table", "output: table or json")
+	var prefix *string
+	want := 1
+	if args[0] == "list" {
+		prefix, want = fs.String("prefix", "", "list only the leases whose name starts with this"), 0
+	} else {
+		fs.args = "NAME"
+	}
 	names, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		return err
@@ -35,19 +51,19 @@ func runLeases(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *output != "table" && *output != "json" {
 		return usagef("-o must be table or json, not %q", *output)
 	}
-	c := &opClient{base: *gw, token: *token, json: *output == "json"}
-	switch {
-	case args[0] == "list" && len(names) == 0:
-		return c.list(ctx, stdout, *prefix)
-	case args[0] == "show" && len(names) == 1:
-		return c.show(ctx, stdout, names[0])
+	if len(names) != want {
+		return usagef("%s", leasesUsage)
 	}
-	return usagef("usage: fencegate leases list [--prefix P] [-o table|json] | leases show NAME [-o table|json]")
+	c := &opClient{base: *gw, token: *token, json: *output == "json"}
+	if args[0] == "list" {
+		return c.list(ctx, stdout, *prefix)
+	}
+	return c.show(ctx, stdout, names[0])
 }
 
 // parseInterspersed parses flags that may come before or after the
 // positional arguments, and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseInterspersed(fs *cmdFlags, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := parse(fs, args); err != nil {

@@ -33,9 +33,9 @@ func commands() map[string]command {
 		"migrate":     {"apply the embedded database migrations", runMigrate},
 		"serve":       {"run the gateway", runServe},
 		"loadtest":    {"load and fault harness with invariant checks and baselines", runLoadtest},
-		"leases":      {"operator view: leases list [--prefix P] | leases show NAME", runLeases},
+		"leases":      {"operator view: leases list [--prefix P] | leases show NAME (leases -h)", runLeases},
 		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
-		"routes":      {"routes set-partitions --config F --pattern P --partitions N: record a route's new partition count", runRoutes},
+		"routes":      {"routes set-partitions --config F --pattern P --partitions N: record a route's new partition count (routes -h)", runRoutes},
 		"dev":         {"run the whole stack on embedded defaults (development broker)", runDev},
 		"version":     {"print version, commit, Go and librdkafka versions (also --version)", runVersion},
 	}
@@ -43,7 +43,7 @@ func commands() map[string]command {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stdout, cmds)
 		return 0
 	}
@@ -74,6 +74,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// isHelp says whether arg asks for the usage.
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
 }
 
 func usage(w io.Writer, cmds map[string]command) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,10 +25,12 @@ type materializeFlags struct {
 	partitions string
 }
 
-func (f *materializeFlags) register(fs *flag.FlagSet) {
+func (f *materializeFlags) register(fs *cmdFlags) {
 	f.commonFlags.register(fs, "materializer")
-	fs.StringVar(&f.listen, "listen", defaultMaterializerListen, "HTTP listen address (health, readiness, status, metrics)")
-	fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions, e.g. 0-7,12 (empty: all)")
+	fs.settingsOf(func() {
+		fs.StringVar(&f.listen, "listen", defaultMaterializerListen, "HTTP listen address (health, readiness, status, metrics)")
+		fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions, e.g. 0-7,12 (empty: all)")
+	})
 }
 
 func runMaterialize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,7 +48,11 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err := f.requireConfig("materialize"); err != nil {
 		return err
 	}
-	_, router, err := fileconfig.Load(f.configPath)
+	raw, err := f.readConfig()
+	if err != nil {
+		return err
+	}
+	_, router, err := fileconfig.Parse(raw)
 	if err != nil {
 		return err
 	}

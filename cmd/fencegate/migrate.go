@@ -15,7 +15,8 @@ const defaultDatabaseURL = "postgres://fencegate@127.0.0.1:54329/fencegate?sslmo
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet("migrate", stderr)
-	dbURL := fs.String("database-url", defaultDatabaseURL, "Postgres URL (env FENCEGATE_DATABASE_URL)")
+	var dbURL *string
+	fs.settingsOf(func() { dbURL = fs.String("database-url", defaultDatabaseURL, "Postgres URL") })
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -25,12 +25,17 @@ type routesFlags struct {
 	partitions int
 }
 
-func (f *routesFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL of the lease store")
-	fs.StringVar(&f.ledgerURL, "ledger-database-url", "", "Postgres URL of the ledger, as `materialize --database-url` (empty: --database-url)")
-	fs.StringVar(&f.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
-	f.registerKafka(fs, "operator")
-	fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file of the deployment (required)")
+// register registers the connection and config flags as settings (as
+// serve's); the route and its count are this run's, never the
+// environment's (FENCEGATE_PARTITIONS is the materializer's).
+func (f *routesFlags) register(fs *cmdFlags) {
+	fs.settingsOf(func() {
+		fs.StringVar(&f.databaseURL, "database-url", defaultDatabaseURL, "Postgres URL of the lease store")
+		fs.StringVar(&f.ledgerURL, "ledger-database-url", "", "Postgres URL of the ledger, the --database-url of materialize (empty: --database-url)")
+		fs.StringVar(&f.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
+		f.registerKafka(fs, "operator")
+		fs.StringVar(&f.configPath, "config", "", "routes and clients YAML file of the deployment (required)")
+	})
 	fs.StringVar(&f.pattern, "pattern", "", "pattern of the route, exactly as in the config (required)")
 	fs.IntVar(&f.partitions, "partitions", 0, "the route's new partition count: the topic's, after growing it (required)")
 }
@@ -38,7 +43,12 @@ func (f *routesFlags) register(fs *flag.FlagSet) {
 // runRoutes is `routes set-partitions`: the one way a route's partition
 // count changes (FM31, RUNBOOK "Growing a topic's partitions").
 func runRoutes(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: fencegate routes set-partitions --config F --pattern P --partitions N"
+	const usage = "usage: fencegate routes set-partitions --config F --pattern P --partitions N   record a route's new partition count\n" +
+		"fencegate routes set-partitions -h lists the flags."
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(stderr, usage)
+		return flag.ErrHelp
+	}
 	if len(args) == 0 || args[0] != "set-partitions" {
 		return usagef(usage)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,40 +52,42 @@ type serveFlags struct {
 	maxSessions, maxSessionsPerClient int
 }
 
-func (f *serveFlags) register(fs *flag.FlagSet) {
-	host, _ := os.Hostname()
-	f.commonFlags.register(fs, "gateway")
-	fs.StringVar(&f.listen, "listen", defaultListen, "HTTP listen address")
-	fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
-	fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>, https://<listen> with --tls-cert; must be https:// with --tls-cert)")
-	fs.DurationVar(&f.minTTL, "min-ttl", leasestore.DefaultMinTTL, "shortest lease TTL accepted")
-	fs.DurationVar(&f.maxTTL, "max-ttl", leasestore.DefaultMaxTTL, "longest lease TTL accepted")
-	fs.DurationVar(&f.txnTimeout, "transaction-timeout", gateway.DefaultTransactionTimeout, "transaction.timeout.ms of producers; keep below the TTLs in use")
-	lim := gateway.DefaultLimits()
-	fs.IntVar(&f.limits.MaxRecords, "max-records", lim.MaxRecords, "records per batch (413 beyond)")
-	fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", lim.MaxRecordBytes, "key + value + headers of one record (413 beyond)")
-	fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", lim.MaxRequestBytes, "bytes of one request body (413 beyond)")
-	fs.IntVar(&f.limits.MaxHeaders, "max-headers", lim.MaxHeaders, "headers of one record (413 beyond)")
-	fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
-	fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
-	fs.DurationVar(&f.parkAfter, "park-after", gateway.DefaultParkAfter, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
-	fs.IntVar(&f.maxHandovers, "max-handovers", gateway.DefaultMaxConcurrentHandovers, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
-	fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot, shared fairly between clients; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
-	fs.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "live sessions on this replica; an acquire beyond is answered 429 before its grant")
-	fs.IntVar(&f.maxSessionsPerClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "live sessions of one API client on this replica; an acquire beyond is answered 429 before its grant")
-	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
-	d := gateway.DefaultServerConfig()
-	fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
-	fs.StringVar(&f.http.TLSKeyFile, "tls-key", "", "PEM key of --tls-cert")
-	fs.StringVar(&f.http.TLSClientCAFile, "tls-client-ca", "", "PEM CAs of client certificates: requires mutual TLS; a client's certificate_cn may stand in for its bearer token")
-	fs.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "time to read a request's headers")
-	fs.DurationVar(&f.http.ReadTimeout, "read-timeout", d.ReadTimeout, "time to read a whole request, body included")
-	fs.DurationVar(&f.http.WriteTimeout, "write-timeout", d.WriteTimeout, "time from the end of the headers to the end of the reply")
-	fs.DurationVar(&f.http.IdleTimeout, "idle-timeout", d.IdleTimeout, "keep-alive connections idle longer are closed")
-	fs.IntVar(&f.http.MaxInFlight, "max-inflight", d.MaxInFlight, "API requests served at once (429 beyond)")
-	fs.IntVar(&f.http.MaxInFlightPerClient, "max-inflight-per-client", d.MaxInFlightPerClient, "API requests of one client served at once (429 beyond)")
-	fs.Int64Var(&f.http.MaxBodyBytesInFlight, "max-body-bytes-in-flight", d.MaxBodyBytesInFlight,
-		"bytes of request bodies held at once across all clients, taken for the declared length before a body is read (429 beyond; at least --max-request-bytes)")
+func (f *serveFlags) register(fs *cmdFlags) {
+	fs.settingsOf(func() {
+		host, _ := os.Hostname()
+		f.commonFlags.register(fs, "gateway")
+		fs.StringVar(&f.listen, "listen", defaultListen, "HTTP listen address")
+		fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
+		fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>, https://<listen> with --tls-cert; must be https:// with --tls-cert)")
+		fs.DurationVar(&f.minTTL, "min-ttl", leasestore.DefaultMinTTL, "shortest lease TTL accepted")
+		fs.DurationVar(&f.maxTTL, "max-ttl", leasestore.DefaultMaxTTL, "longest lease TTL accepted")
+		fs.DurationVar(&f.txnTimeout, "transaction-timeout", gateway.DefaultTransactionTimeout, "transaction.timeout.ms of producers; keep below the TTLs in use")
+		lim := gateway.DefaultLimits()
+		fs.IntVar(&f.limits.MaxRecords, "max-records", lim.MaxRecords, "records per batch (413 beyond)")
+		fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", lim.MaxRecordBytes, "key + value + headers of one record (413 beyond)")
+		fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", lim.MaxRequestBytes, "bytes of one request body (413 beyond)")
+		fs.IntVar(&f.limits.MaxHeaders, "max-headers", lim.MaxHeaders, "headers of one record (413 beyond)")
+		fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
+		fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
+		fs.DurationVar(&f.parkAfter, "park-after", gateway.DefaultParkAfter, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
+		fs.IntVar(&f.maxHandovers, "max-handovers", gateway.DefaultMaxConcurrentHandovers, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
+		fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot, shared fairly between clients; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
+		fs.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "live sessions on this replica; an acquire beyond is answered 429 before its grant")
+		fs.IntVar(&f.maxSessionsPerClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "live sessions of one API client on this replica; an acquire beyond is answered 429 before its grant")
+		fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
+		d := gateway.DefaultServerConfig()
+		fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
+		fs.StringVar(&f.http.TLSKeyFile, "tls-key", "", "PEM key of --tls-cert")
+		fs.StringVar(&f.http.TLSClientCAFile, "tls-client-ca", "", "PEM CAs of client certificates: requires mutual TLS; a client's certificate_cn may stand in for its bearer token")
+		fs.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "time to read a request's headers")
+		fs.DurationVar(&f.http.ReadTimeout, "read-timeout", d.ReadTimeout, "time to read a whole request, body included")
+		fs.DurationVar(&f.http.WriteTimeout, "write-timeout", d.WriteTimeout, "time from the end of the headers to the end of the reply")
+		fs.DurationVar(&f.http.IdleTimeout, "idle-timeout", d.IdleTimeout, "keep-alive connections idle longer are closed")
+		fs.IntVar(&f.http.MaxInFlight, "max-inflight", d.MaxInFlight, "API requests served at once (429 beyond)")
+		fs.IntVar(&f.http.MaxInFlightPerClient, "max-inflight-per-client", d.MaxInFlightPerClient, "API requests of one client served at once (429 beyond)")
+		fs.Int64Var(&f.http.MaxBodyBytesInFlight, "max-body-bytes-in-flight", d.MaxBodyBytesInFlight,
+			"bytes of request bodies held at once across all clients, taken for the declared length before a body is read (429 beyond; at least --max-request-bytes)")
+	})
 }
 
 // gatewayParkAfter is --park-after as gateway.Config.ParkAfter: the flag's
@@ -126,7 +127,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return usagef("--max-body-bytes-in-flight %d is below --max-request-bytes %d: a largest body would never be admitted",
 			f.http.MaxBodyBytesInFlight, f.limits.MaxRequestBytes)
 	}
-	fc, router, auth, err := loadGatewayConfig(f.configPath)
+	raw, err := f.readConfig()
+	if err != nil {
+		return err
+	}
+	fc, router, auth, err := parseGatewayConfig(raw)
 	if err != nil {
 		return err
 	}
@@ -357,18 +362,9 @@ func openPool(ctx context.Context, url string, size int32, tune ...func(*pgxpool
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// loadGatewayConfig reads the config file and validates its clients too
+// parseGatewayConfig parses the config file and validates its clients too
 // (fileconfig checks only the routes): a gateway refuses a file whose
 // clients could be read two ways (FM44).
-func loadGatewayConfig(path string) (fileconfig.File, *txnmap.Router, *gateway.Authenticator, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return fileconfig.File{}, nil, nil, err
-	}
-	return parseGatewayConfig(raw)
-}
-
-// parseGatewayConfig is loadGatewayConfig on the file's bytes.
 func parseGatewayConfig(raw []byte) (fileconfig.File, *txnmap.Router, *gateway.Authenticator, error) {
 	fc, router, err := fileconfig.Parse(raw)
 	if err != nil {

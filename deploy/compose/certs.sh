@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # TLS material for the broker's SASL_SSL listeners in compose.yaml.
 #
-#   ./certs.sh            # once; again with FORCE=1 to replace (RUNBOOK.md)
+#   ./certs.sh            # once; again with FORCE=1 to replace (docs/RUNBOOK.md)
 #
 # Writes, beside this script:
 #   secrets/ca/ca.key, ca.crt    the compose CA (the key never leaves ca/;

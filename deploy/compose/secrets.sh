@@ -21,9 +21,9 @@
 # .env stays the source of every value: the files above are written from it
 # at every run. BARRIER_KEY may be a comma-separated list (the first key
 # signs); BARRIER_KEY_VERIFY, optional, lists keys only the materializer
-# accepts besides (a rotation: RUNBOOK.md, "Barrier key rotation").
+# accepts besides (a rotation: docs/RUNBOOK.md, "Barrier key rotation").
 # Rotation of a value: delete its line from .env (or the file) and run again,
-# then follow RUNBOOK.md (the barrier key has its own procedure).
+# then follow docs/RUNBOOK.md (the barrier key has its own procedure).
 set -euo pipefail
 cd "$(dirname "$0")"
 umask 077

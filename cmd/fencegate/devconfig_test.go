@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestDevConfigFilesAgree: the development file built into the binary is
+// deploy/dev/fencegate.yaml, byte for byte (the harness and the docs name
+// the repository's copy).
+func TestDevConfigFilesAgree(t *testing.T) {
+	t.Parallel()
+	repo, err := os.ReadFile(filepath.Join(repoRoot, devConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(repo, devConfigYAML) {
+		t.Fatalf("%s and cmd/fencegate/devconfig.yaml differ: change both", devConfig)
+	}
+}
+
+// TestDevRunsOutsideTheRepository: `fencegate dev` without --config,
+// started in a directory that is not the repository, serves the
+// development routes (its file is built in). It used to stop at
+// `open deploy/dev/fencegate.yaml`. Not parallel: it changes directory.
+func TestDevRunsOutsideTheRepository(t *testing.T) {
+	dbURL := newDevDatabaseURL(t)
+	t.Chdir(t.TempDir())
+	listen := freeAddr(t)
+	args := []string{"dev", "--database-url", dbURL, "--listen", listen,
+		"--kafka-listen", freeAddr(t), "--materializer-listen", freeAddr(t)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var stderr syncBuffer
+	go func() { done <- run(ctx, args, &bytes.Buffer{}, &stderr) }()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		select {
+		case code := <-done:
+			t.Fatalf("dev stopped with exit %d:\n%s", code, stderr.String())
+		default:
+		}
+		if resp, err := http.Get("http://" + listen + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev not ready within 60s:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling with a deadline
+	}
+	req, _ := http.NewRequest("POST", "http://"+listen+"/v1/leases",
+		bytes.NewReader([]byte(`{"name":"shard:7","owner_id":"w","ttl_ms":10000}`)))
+	req.Header.Set("Authorization", "Bearer "+devToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("acquire of shard:7 with dev-token on the built-in file: %d", resp.StatusCode)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("dev exited %d after cancel:\n%s", code, stderr.String())
+	}
+}
