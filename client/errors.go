@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -242,5 +243,30 @@ func definite(err error) bool {
 // cause.
 type lostError struct{ cause error }
 
-func (e *lostError) Error() string   { return "fencegate: lease lost: " + e.cause.Error() }
+func (e *lostError) Error() string   { return ErrLeaseLost.Error() + ": " + bare(e.cause) }
 func (e *lostError) Unwrap() []error { return []error{ErrLeaseLost, e.cause} }
+
+// prefix starts the text of every error of this package, once: an error
+// that wraps another of this package drops the inner one's prefix.
+const prefix = "fencegate: "
+
+// bare is err's text without the prefix.
+func bare(err error) string { return strings.TrimPrefix(err.Error(), prefix) }
+
+// unprefixed is an error printed without its prefix, for wrapping.
+type unprefixed struct{ err error }
+
+func (u unprefixed) Error() string { return bare(u.err) }
+func (u unprefixed) Unwrap() error { return u.err }
+
+// errorf is fmt.Errorf for the errors of this package: the text is the
+// prefix and format, with the prefix of every error among args dropped;
+// %w wraps as fmt.Errorf does.
+func errorf(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = unprefixed{err}
+		}
+	}
+	return fmt.Errorf(prefix+format, args...)
+}
