@@ -34,8 +34,12 @@ func TestErrorTextsHaveOnePrefix(t *testing.T) {
 		}, `fencegate: lease lost: 409 lease_lost: lease "shard:100" lost: not_owner`},
 		{"deadline passed", func(t *testing.T) error {
 			f := newFakeGateway(t)
+			// One failed renewal, then a backoff longer than the time left:
+			// the renewer wakes at the deadline with no request in flight.
 			f.answer(kRenew, slices.Repeat([]string{"store_unavailable"}, 10000)...)
-			l := acquire(t, newClient(t, f, func(c *client.Config) { c.TTL = 300 * time.Millisecond }))
+			l := acquire(t, newClient(t, f, func(c *client.Config) {
+				c.TTL, c.MinBackoff, c.MaxBackoff = 300*time.Millisecond, 10*time.Second, 10*time.Second
+			}))
 			<-l.Lost()
 			return l.Err()
 		}, "fencegate: lease lost: local deadline passed (last renewal: 503 store_unavailable)"},
@@ -124,8 +128,10 @@ func TestHolderNotAllowedTextHasOnePrefix(t *testing.T) {
 	defer cancel()
 	_, err = l.Produce(ctx, "b-1", rec)
 	text := err.Error()
+	// "; outcome of an earlier attempt unknown" follows when the context
+	// cut off an attempt in flight.
 	want := `fencegate: produce b-1: context deadline exceeded (last answer: holder_url not allowed: host elsewhere.example of "http://elsewhere.example:1" is not allowed (Config.HolderHosts) (answer: 421 misdirected))`
-	if text != want || !errors.Is(err, client.ErrHolderNotAllowed) {
+	if !strings.HasPrefix(text, want) || !errors.Is(err, client.ErrHolderNotAllowed) {
 		t.Fatalf("error text\n got: %s\nwant: %s", text, want)
 	}
 	if strings.Count(text, "fencegate:") != 1 {
