@@ -142,3 +142,19 @@ func TestHolderNotAllowedTextHasOnePrefix(t *testing.T) {
 		t.Fatalf("the refused 421 matches a *Problem (%v): the reaction table would follow it", p)
 	}
 }
+
+// TestRenewNamesATransportError: a renewal that got no answer returns
+// net/http's error inside one that names the call.
+func TestRenewNamesATransportError(t *testing.T) {
+	t.Parallel()
+	f := newFakeGateway(t)
+	l := acquire(t, newClient(t, f, func(c *client.Config) { c.TTL, c.RenewEvery = time.Minute, 30*time.Second }))
+	f.answer(kRenew, "transport")
+	err := l.Renew(bg)
+	if text := err.Error(); !strings.HasPrefix(text, `fencegate: renew shard:1: Patch "`) || strings.Count(text, "fencegate:") != 1 {
+		t.Fatalf("error text %q", text)
+	}
+	if !open(l) {
+		t.Fatalf("a renewal without an answer lost the lease: %v", l.Err())
+	}
+}

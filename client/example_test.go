@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/client"
@@ -176,4 +177,42 @@ func ExampleLease_Lost() {
 	// Output:
 	// lost: lease_lost (not_owner)
 	// true
+}
+
+// produceStats is a ProducedHook that counts Produce calls by outcome, as
+// a worker's metrics would.
+type produceStats struct {
+	mu sync.Mutex
+	n  map[client.Outcome]int
+}
+
+func (s *produceStats) OnProduced(_ *client.Lease, _ string, outcome client.Outcome, _ time.Duration, _ error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[outcome]++
+}
+
+// Hooks see every lease's life: here Produce's outcomes. Config.Logger
+// (a *slog.Logger) gets the same points as log records.
+func ExampleHook() {
+	base := gatewayURL(map[string][]string{kProduce: {"", "payload_too_large"}})
+	stats := &produceStats{n: map[client.Outcome]int{}}
+	c, err := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-17",
+		Hooks: []client.Hook{stats}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	lease, err := c.Acquire(context.Background(), "shard:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range []string{"doc-0", "doc-1"} {
+		_, _ = lease.Produce(context.Background(), id, []client.Record{{Value: []byte("payload")}})
+	}
+	fmt.Println(client.OutcomeCommitted, stats.n[client.OutcomeCommitted])
+	fmt.Println(client.OutcomeRefused, stats.n[client.OutcomeRefused])
+	// Output:
+	// committed 1
+	// definite refusal 1
 }

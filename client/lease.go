@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -274,6 +275,9 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 	start := time.Now()
 	err := l.renew(ctx)
 	latency := time.Since(start)
+	if err != nil && !strings.HasPrefix(err.Error(), prefix) {
+		err = errorf("renew %s: %w", l.name, err) // net/http's: name the call
+	}
 	if err != nil {
 		l.c.log.Warn("renewal failed", "lease", l.name, "latency", latency, "deadline", l.Deadline(), "err", err)
 	} else {
