@@ -71,9 +71,10 @@ type Config struct {
 	// ErrHolderNotAllowed: retried at BaseURL after a backoff like a
 	// transport error, with nothing sent to the holder.
 	HolderHosts []string
-	// Logger receives the SDK's records: retries and failed renewals
-	// (Warn), grants, new generations, losses and releases (Info), every
-	// renewal and produce attempt (Debug). nil (the default) logs nothing.
+	// Logger receives the SDK's records: retried acquires, failed
+	// renewals and releases, losses (Warn); grants, new generations and
+	// releases (Info); each renewal, Produce call and produce retry
+	// (Debug). nil (the default) logs nothing.
 	Logger *slog.Logger
 	// Hooks are called at the points of a lease's life, for metrics and
 	// tracing: each implements one or more of the hook interfaces (Hook).

@@ -24,9 +24,10 @@
 //
 // # Logging and hooks
 //
-// Config.Logger (a *slog.Logger; nil logs nothing) gets retries, failed
-// renewals and losses at Warn, grants, new generations and releases at
-// Info, each renewal and Produce call at Debug. Config.Hooks take values
+// Config.Logger (a *slog.Logger; nil logs nothing) gets retried acquires,
+// failed renewals and releases, and losses at Warn; grants, new
+// generations and releases at Info; each renewal, Produce call and
+// produce retry at Debug. Config.Hooks take values
 // implementing any of AcquiredHook, RenewedHook, ProducedHook, LostHook
 // and ReleasedHook, called at those points with the lease, the latency
 // and the result: metrics and tracing without forking the client.

@@ -83,6 +83,8 @@ type Problem struct {
 	RetryAfter time.Duration `json:"-"`
 }
 
+// Error returns the status, the code and the detail, after the package's
+// prefix.
 func (p *Problem) Error() string {
 	if p.Detail == "" {
 		return fmt.Sprintf("fencegate: %d %s", p.Status, p.Code)
@@ -195,6 +197,8 @@ const (
 	OutcomeRefused
 )
 
+// String returns the outcome in words, as docs/api.md's answer table says
+// it.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeCommitted:

@@ -216,7 +216,7 @@ func (l *Lease) renewLoop() {
 		select {
 		case <-l.ctx.Done():
 			return
-		case <-l.lost: // Produce found the lease lost
+		case <-l.lost: // Produce or Renew found the lease lost
 			return
 		case <-t.C:
 		}
