@@ -270,13 +270,17 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return l.renewOnce(ctx)
 }
 
-// renewOnce is one renewal, logged and told to the RenewedHooks.
+// renewOnce is one renewal, logged and told to the RenewedHooks, unless
+// Release cut it off: that is no failed renewal.
 func (l *Lease) renewOnce(ctx context.Context) error {
 	start := time.Now()
 	err := l.renew(ctx)
 	latency := time.Since(start)
 	if err != nil && !strings.HasPrefix(err.Error(), prefix) {
 		err = errorf("renew %s: %w", l.name, err) // net/http's: name the call
+	}
+	if err != nil && l.ctx.Err() != nil {
+		return err
 	}
 	if err != nil {
 		l.c.log.Warn("renewal failed", "lease", l.name, "latency", latency, "deadline", l.Deadline(), "err", err)
