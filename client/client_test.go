@@ -311,15 +311,3 @@ func TestReleaseFollowsMisdirected(t *testing.T) {
 		t.Fatalf("Err() = %v", l.Err())
 	}
 }
-
-func TestNewValidates(t *testing.T) {
-	for name, cfg := range map[string]client.Config{
-		"no base url":          {Token: "t", Owner: "o"},
-		"renew every past ttl": {BaseURL: "http://x", Token: "t", Owner: "o", TTL: time.Second, RenewEvery: time.Second},
-		"backoff bounds":       {BaseURL: "http://x", Token: "t", Owner: "o", MinBackoff: time.Second, MaxBackoff: time.Millisecond},
-	} {
-		if _, err := client.New(cfg); err == nil {
-			t.Errorf("%s: New accepted %+v", name, cfg)
-		}
-	}
-}

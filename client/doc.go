@@ -1,7 +1,38 @@
 // Package client is the Go SDK for fencegate workers: acquire a lease, keep
 // it renewed, produce batches, release. It speaks only the HTTP API
 // (docs/api.md in the fencegate repository) and imports only the standard
-// library, so a worker does not pull the gateway's dependencies.
+// library (Go 1.24 or later), so a worker does not pull the gateway's
+// dependencies. The package Example is the loop every worker writes:
+// AcquireWait, produce until Lost, back off, again.
+//
+// # Contexts and the life of a lease
+//
+// A context bounds one call, never a lease. Acquire's and AcquireWait's
+// bound the acquiring; Produce's, Renew's and Release's bound that call
+// and its retries. Once Acquire has returned, the lease is renewed in the
+// background until one of three things ends it: Lease.Release,
+// Client.Close (which releases every lease of the client), or its loss
+// (Lost closes). Cancelling a context ends none of them.
+//
+// The calls retry what may succeed later until their context ends: with
+// context.Background(), Acquire retries a gateway that does not answer for
+// as long as it does not. Give contexts deadlines where a wait must end,
+// and Config.Logger to see the retries (Warn). What could never succeed
+// (a BaseURL without a scheme or host, a token with "Bearer ", a
+// HolderHosts entry that is a URL, a TTL not longer than its renewal
+// interval) New, or Acquire for its options, refuses at once.
+//
+// # Logging and hooks
+//
+// Config.Logger (a *slog.Logger; nil logs nothing) gets retried acquires,
+// failed renewals and releases, and losses at Warn; grants, new
+// generations and releases at Info; each renewal, Produce call and
+// produce retry at Debug. Config.Hooks take values
+// implementing any of AcquiredHook, RenewedHook, ProducedHook, LostHook
+// and ReleasedHook, called at those points with the lease, the latency
+// and the result: metrics and tracing without forking the client.
+//
+// Every error of this package says "fencegate: " once, at the start.
 //
 // # What a worker may rely on
 //
@@ -59,6 +90,10 @@
 //   - Acquire retries answers that granted nothing (draining, 429, 503,
 //     500, transport errors) until its context ends; AcquireWait also waits
 //     while another owner holds the lease (lease_held).
+//   - Close releases every lease the client holds, all at once, and stops
+//     their renewals even when its context ends first (a lease not
+//     released expires after its TTL); a waiting AcquireWait returns
+//     ErrClosed.
 //
 // What it does not promise: a new generation whose answer was lost (a
 // transport error on the request) may leave the SDK's token superseded, and

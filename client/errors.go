@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,6 +83,8 @@ type Problem struct {
 	RetryAfter time.Duration `json:"-"`
 }
 
+// Error returns the status, the code and the detail, after the package's
+// prefix.
 func (p *Problem) Error() string {
 	if p.Detail == "" {
 		return fmt.Sprintf("fencegate: %d %s", p.Status, p.Code)
@@ -194,6 +197,8 @@ const (
 	OutcomeRefused
 )
 
+// String returns the outcome in words, as docs/api.md's answer table says
+// it.
 func (o Outcome) String() string {
 	switch o {
 	case OutcomeCommitted:
@@ -242,5 +247,30 @@ func definite(err error) bool {
 // cause.
 type lostError struct{ cause error }
 
-func (e *lostError) Error() string   { return "fencegate: lease lost: " + e.cause.Error() }
+func (e *lostError) Error() string   { return ErrLeaseLost.Error() + ": " + bare(e.cause) }
 func (e *lostError) Unwrap() []error { return []error{ErrLeaseLost, e.cause} }
+
+// prefix starts the text of every error of this package, once: an error
+// that wraps another of this package drops the inner one's prefix.
+const prefix = "fencegate: "
+
+// bare is err's text without the prefix.
+func bare(err error) string { return strings.TrimPrefix(err.Error(), prefix) }
+
+// unprefixed is an error printed without its prefix, for wrapping.
+type unprefixed struct{ err error }
+
+func (u unprefixed) Error() string { return bare(u.err) }
+func (u unprefixed) Unwrap() error { return u.err }
+
+// errorf is fmt.Errorf for the errors of this package: the text is the
+// prefix and format, with the prefix of every error among args dropped;
+// %w wraps as fmt.Errorf does.
+func errorf(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = unprefixed{err}
+		}
+	}
+	return fmt.Errorf(prefix+format, args...)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/client"
@@ -22,44 +23,72 @@ func gatewayURL(script map[string][]string) string {
 	return f.srv.URL
 }
 
-// A worker's life: acquire a lease, produce batches while Lost is open,
-// release.
+// The loop every worker writes: wait for the lease (AcquireWait), work
+// while it holds (until Lost), and when it is lost back off and wait for
+// it again. Batch ids come from the input, so the batch that the loss cut
+// off is sent again under the same id and the ledger keeps it once.
+//
+// Here the gateway answers the third batch lease_lost, as when another
+// worker took the lease over; the lease comes back at the next grant.
 func Example() {
+	base := gatewayURL(map[string][]string{kProduce: {"", "", "lease_lost_not_owner"}})
+
+	ctx := context.Background() // a worker's own: signal.NotifyContext(ctx, syscall.SIGTERM)
 	c, err := client.New(client.Config{
-		BaseURL: gatewayURL(nil),
+		BaseURL: base, // e.g. "http://fencegate:8080"
 		Token:   "worker-token",
 		Owner:   "indexer-17", // stable across restarts: batch ids are scoped to it
-		TTL:     10 * time.Second,
 	})
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // a Config that could never work
 	}
-	ctx := context.Background()
-	lease, err := c.AcquireWait(ctx, "shard:42")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer lease.Release(ctx)
-
-	for i := range 3 {
-		select {
-		case <-lease.Lost():
-			log.Fatalf("stop writing: %v", lease.Err())
-		default:
-		}
-		batchID := fmt.Sprintf("doc-%d", i) // derived from the input: a retry reuses it
-		res, err := lease.Produce(ctx, batchID, []client.Record{
-			{Key: []byte("doc"), Value: []byte("payload"), Headers: map[string]string{"app": "indexer"}},
-		})
+	docs := []string{"a", "b", "c", "d"} // the worker's input, in order
+	next := 0                            // docs[:next] are committed
+	for losses := 0; next < len(docs); {
+		lease, err := c.AcquireWait(ctx, "shard:42")
 		if err != nil {
-			log.Fatal(err)
+			log.Fatal(err) // ctx ended, or a refusal to fix (unauthorized, ...)
 		}
-		fmt.Printf("%s committed under token %d at offsets %v\n", batchID, res.Token, res.Offsets)
+		for err == nil && next < len(docs) {
+			select {
+			case <-lease.Lost(): // a long step between batches selects on it too
+				err = lease.Err()
+			default:
+				batchID := "doc-" + docs[next] // from the input: a retry reuses it
+				var res client.Result
+				res, err = lease.Produce(ctx, batchID, []client.Record{{Key: []byte(docs[next]), Value: []byte("payload")}})
+				if err == nil {
+					fmt.Printf("%s committed under token %d\n", batchID, res.Token)
+					next++
+				}
+			}
+		}
+		if err == nil {
+			break // all done; Close releases the lease
+		}
+		if !errors.Is(err, client.ErrLeaseLost) {
+			log.Fatal(err) // a refusal to fix (payload_too_large, ...), or ctx ended
+		}
+		losses++
+		fmt.Printf("lease lost (%s): backing off, then waiting for it again\n", client.ErrorCode(err))
+		select {
+		case <-time.After(client.Backoff(losses, 100*time.Millisecond, 10*time.Second, 0)):
+		case <-ctx.Done():
+			return
+		}
+	}
+	// Close releases the leases still held; bound it: the gateway may be gone.
+	closing, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Close(closing); err != nil {
+		log.Print(err) // not released: the lease expires after its TTL
 	}
 	// Output:
-	// doc-0 committed under token 1 at offsets [0]
-	// doc-1 committed under token 1 at offsets [1]
-	// doc-2 committed under token 1 at offsets [2]
+	// doc-a committed under token 1
+	// doc-b committed under token 1
+	// lease lost (lease_lost): backing off, then waiting for it again
+	// doc-c committed under token 2
+	// doc-d committed under token 2
 }
 
 // A commit whose outcome is unknown (409 generation_ended: the broker did
@@ -148,4 +177,42 @@ func ExampleLease_Lost() {
 	// Output:
 	// lost: lease_lost (not_owner)
 	// true
+}
+
+// produceStats is a ProducedHook that counts Produce calls by outcome, as
+// a worker's metrics would.
+type produceStats struct {
+	mu sync.Mutex
+	n  map[client.Outcome]int
+}
+
+func (s *produceStats) OnProduced(_ *client.Lease, _ string, outcome client.Outcome, _ time.Duration, _ error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n[outcome]++
+}
+
+// Hooks see every lease's life: here Produce's outcomes. Config.Logger
+// (a *slog.Logger) gets the same points as log records.
+func ExampleHook() {
+	base := gatewayURL(map[string][]string{kProduce: {"", "payload_too_large"}})
+	stats := &produceStats{n: map[client.Outcome]int{}}
+	c, err := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-17",
+		Hooks: []client.Hook{stats}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	lease, err := c.Acquire(context.Background(), "shard:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range []string{"doc-0", "doc-1"} {
+		_, _ = lease.Produce(context.Background(), id, []client.Record{{Value: []byte("payload")}})
+	}
+	fmt.Println(client.OutcomeCommitted, stats.n[client.OutcomeCommitted])
+	fmt.Println(client.OutcomeRefused, stats.n[client.OutcomeRefused])
+	// Output:
+	// committed 1
+	// definite refusal 1
 }

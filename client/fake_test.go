@@ -17,20 +17,22 @@ import (
 	"github.com/fencegate/fencegate/client/wire"
 )
 
-// fakeGateway answers the SDK as one lease of a gateway would, except for
-// the replies a test scripts: those are the real gateway's replies,
-// recorded in testdata/replies (sdktest's TestRecordedRepliesMatchTheGateway
-// keeps them true). Claims about the real gateway are tested in sdktest;
+// fakeGateway answers the SDK as a gateway would (each lease with a token
+// of its own; a grant is never refused as held), except for the replies a
+// test scripts: those are the real gateway's replies, recorded in
+// testdata/replies (sdktest's TestRecordedRepliesMatchTheGateway keeps
+// them true). Claims about the real gateway are tested in sdktest;
 // these tests are about what the SDK does with each answer.
 type fakeGateway struct {
 	srv, other *httptest.Server // other: a second replica's address, for 421
 
 	mu     sync.Mutex
-	token  int64
+	tokens map[string]int64 // lease name -> current token
 	owner  string
 	offset int64
 	script map[string][]string // kind -> replies to send before the normal answer
 	log    []string            // "kind token [batch] @server"
+	ttls   map[string][]int64  // kind -> the ttl_ms of each request
 }
 
 // Request kinds.
@@ -45,7 +47,7 @@ const (
 // newFakeGateway starts the fake; tb (a test, or nil for an example)
 // closes it at its end, after the test's own cleanups.
 func newFakeGateway(tb testing.TB) *fakeGateway {
-	f := &fakeGateway{script: map[string][]string{}}
+	f := &fakeGateway{script: map[string][]string{}, ttls: map[string][]int64{}, tokens: map[string]int64{}}
 	f.srv = httptest.NewServer(f.handler("a"))
 	f.other = httptest.NewServer(f.handler("b"))
 	if tb != nil {
@@ -70,6 +72,13 @@ func (f *fakeGateway) requests() []string {
 	return append([]string(nil), f.log...)
 }
 
+// ttl returns the ttl_ms of the requests of kind so far.
+func (f *fakeGateway) ttl(kind string) []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.ttls[kind]...)
+}
+
 func (f *fakeGateway) count(prefix string) int {
 	n := 0
 	for _, r := range f.requests() {
@@ -86,6 +95,7 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			Name    string `json:"name"`
 			Owner   string `json:"owner_id"`
 			Token   int64  `json:"token"`
+			TTL     int64  `json:"ttl_ms"`
 			BatchID string `json:"batch_id"`
 			Records []any  `json:"records"`
 		}
@@ -100,6 +110,9 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			body.Records = make([]any, len(b.Records))
 		} else {
 			_ = json.NewDecoder(r.Body).Decode(&body)
+		}
+		if name, ok := strings.CutPrefix(r.URL.Path, "/v1/leases/"); ok {
+			body.Name = strings.TrimSuffix(name, "/records")
 		}
 		kind := ""
 		switch {
@@ -116,6 +129,9 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			body.Token, _ = strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
 		}
 		f.mu.Lock()
+		if body.TTL != 0 {
+			f.ttls[kind] = append(f.ttls[kind], body.TTL)
+		}
 		f.log = append(f.log, strings.Join(slices.DeleteFunc([]string{kind, strconv.FormatInt(body.Token, 10), body.BatchID, "@" + name},
 			func(s string) bool { return s == "" }), " "))
 		var scripted string
@@ -131,24 +147,24 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 		lost := func() { f.replyLocked(w, "lease_lost_session") }
 		switch kind {
 		case kAcquire:
-			f.token++
+			f.tokens[body.Name]++
 			f.owner = body.Owner
 			f.grantLocked(w, body.Name, http.StatusCreated)
 		case kRegenerate:
-			if body.Token != f.token {
+			if body.Token != f.tokens[body.Name] {
 				lost()
 				return
 			}
-			f.token++
+			f.tokens[body.Name]++
 			f.grantLocked(w, body.Name, http.StatusCreated)
 		case kRenew:
-			if body.Token != f.token {
+			if body.Token != f.tokens[body.Name] {
 				lost()
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"name": "shard:1", "token": f.token, "expires_at": time.Now().Add(time.Minute)})
+			writeJSON(w, http.StatusOK, map[string]any{"name": body.Name, "token": body.Token, "expires_at": time.Now().Add(time.Minute)})
 		case kProduce:
-			if body.Token != f.token {
+			if body.Token != f.tokens[body.Name] {
 				lost()
 				return
 			}
@@ -157,10 +173,10 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 				offs[i] = f.offset
 				f.offset++
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"name": "shard:1", "token": f.token, "topic": "shard-output",
-				"partition": 1, "offsets": offs, "producer_epoch": f.token})
+			writeJSON(w, http.StatusOK, map[string]any{"name": body.Name, "token": body.Token, "topic": "shard-output",
+				"partition": 1, "offsets": offs, "producer_epoch": body.Token})
 		case kRelease:
-			if body.Token != f.token {
+			if body.Token != f.tokens[body.Name] {
 				lost()
 				return
 			}
@@ -170,9 +186,10 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 }
 
 func (f *fakeGateway) grantLocked(w http.ResponseWriter, name string, status int) {
-	writeJSON(w, status, map[string]any{"name": name, "owner_id": f.owner, "token": f.token,
+	token := f.tokens[name]
+	writeJSON(w, status, map[string]any{"name": name, "owner_id": f.owner, "token": token,
 		"expires_at": time.Now().Add(time.Minute), "ttl_ms": 60000, "topic": "shard-output", "partition": 1,
-		"transactional_id": "fencegate/" + name, "producer_id": 7, "producer_epoch": f.token})
+		"transactional_id": "fencegate/" + name, "producer_id": 7, "producer_epoch": token})
 }
 
 func (f *fakeGateway) reply(w http.ResponseWriter, name string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -28,9 +29,9 @@ type holderPolicy struct {
 // newHolderPolicy builds the policy of base and the HolderHosts entries
 // (nil: the default of Config.HolderHosts).
 func newHolderPolicy(base string, entries []string) (*holderPolicy, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("fencegate: BaseURL %q is not an http:// or https:// URL with a host", base)
+	u, err := parseBaseURL(base)
+	if err != nil {
+		return nil, err
 	}
 	p := &holderPolicy{scheme: u.Scheme, host: hostOf(u), hosts: map[string]bool{}}
 	p.allowEntry(p.host)
@@ -48,6 +49,31 @@ func newHolderPolicy(base string, entries []string) (*holderPolicy, error) {
 		}
 	}
 	return p, nil
+}
+
+// parseBaseURL accepts Config.BaseURL: an http:// or https:// URL with a
+// host and at most a path. Anything else would fail every request, and
+// Acquire would retry it until its context ends.
+func parseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	reason := ""
+	switch {
+	case !strings.Contains(raw, "://"):
+		reason = fmt.Sprintf("has no scheme (write http://%s or https://%s)", raw, raw)
+	case err != nil:
+		reason = "does not parse: " + strings.TrimPrefix(err.Error(), "parse "+strconv.Quote(raw)+": ")
+	case u.Scheme != "http" && u.Scheme != "https":
+		reason = "has scheme " + u.Scheme + ", not http or https"
+	case u.Hostname() == "":
+		reason = "has no host"
+	case u.User != nil:
+		reason = "carries user information (the Token authenticates)"
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		reason = "carries a query or a fragment"
+	default:
+		return u, nil
+	}
+	return nil, fmt.Errorf("fencegate: BaseURL %q %s", raw, reason)
 }
 
 func (p *holderPolicy) allowEntry(e string) error {

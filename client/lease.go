@@ -4,23 +4,25 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/client/wire"
 )
 
-// Lease is an acquired lease, renewed in the background until Release or
-// loss. Its methods are safe for concurrent use.
+// Lease is an acquired lease, renewed in the background until Release,
+// the Client's Close, or loss; no context ends it. Its methods are safe
+// for concurrent use.
 type Lease struct {
 	c    *Client
 	name string
+	leaseSettings
 
 	// regen lets one new generation be asked for at a time: renewal and
 	// produce both ask after not_holder or generation_ended, and a second
@@ -38,15 +40,15 @@ type Lease struct {
 
 	ctx    context.Context // ends renewal requests on Release
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // closed when the renewer stopped
 }
 
-func (c *Client) newLease(name string, g Grant, start time.Time) *Lease {
+// newLease is the lease of grant g, asked for at start; Client.start
+// starts its renewer.
+func (c *Client) newLease(name string, s leaseSettings, g Grant, start time.Time) *Lease {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &Lease{c: c, name: name, base: c.cfg.BaseURL, grant: g, deadline: start.Add(c.cfg.TTL),
+	return &Lease{c: c, name: name, leaseSettings: s, base: c.cfg.BaseURL, grant: g, deadline: start.Add(s.ttl),
 		lost: make(chan struct{}), ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	go l.renewLoop()
-	return l
 }
 
 // Name returns the lease's name.
@@ -61,8 +63,8 @@ func (l *Lease) Grant() Grant {
 }
 
 // Deadline returns the local deadline: the start of the last successful
-// renewal or grant request plus the TTL. Past it the lease refuses to
-// produce and is lost.
+// renewal or grant request plus the lease's TTL. Past it the lease
+// refuses to produce and is lost.
 func (l *Lease) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -70,7 +72,8 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Lost is closed once the lease can no longer write: lost, past its local
-// deadline, or released. Err says why.
+// deadline, or released (Release, Client.Close). Err says why. A
+// cancelled context never closes it: to end a lease, Release it.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
 // Err returns nil while the lease may write. Once Lost is closed it returns
@@ -126,7 +129,7 @@ func (l *Lease) check() (int64, string, error) {
 	if l.err == nil && !time.Now().Before(l.deadline) {
 		cause := ErrDeadlinePassed
 		if l.renewErr != nil {
-			cause = fmt.Errorf("%w (last renewal: %w)", ErrDeadlinePassed, l.renewErr)
+			cause = errorf("%w (last renewal: %w)", ErrDeadlinePassed, l.renewErr)
 		}
 		l.loseLocked(cause)
 	}
@@ -141,7 +144,7 @@ func (l *Lease) check() (int64, string, error) {
 func (l *Lease) extend(start time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if d := start.Add(l.c.cfg.TTL); d.After(l.deadline) {
+	if d := start.Add(l.ttl); d.After(l.deadline) {
 		l.deadline = d
 	}
 	l.renewErr = nil
@@ -154,6 +157,7 @@ func (l *Lease) follow(err error) {
 		l.mu.Lock()
 		l.base = p.HolderURL
 		l.mu.Unlock()
+		l.c.log.Debug("following misdirected to the holder", "lease", l.name, "holder", p.Holder, "holder_url", p.HolderURL)
 	}
 }
 
@@ -183,12 +187,13 @@ func (l *Lease) regenerate(ctx context.Context, token int64) error {
 	if err != nil || cur != token {
 		return err
 	}
-	g, start, err := l.c.grant(ctx, base, l.name, token)
+	g, start, err := l.c.grant(ctx, base, l.name, token, l.ttl)
 	if err == nil {
 		l.mu.Lock()
 		l.grant = g
 		l.mu.Unlock()
 		l.extend(start)
+		l.c.log.Info("new generation", "lease", l.name, "token", g.Token, "previous", token)
 		return nil
 	}
 	switch reactionTo(err) {
@@ -202,23 +207,25 @@ func (l *Lease) regenerate(ctx context.Context, token int64) error {
 }
 
 func (l *Lease) renewLoop() {
-	defer close(l.done)
+	defer l.stopped()
 	failures := 0
-	wait := l.c.cfg.RenewEvery
+	wait := l.renewEvery
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
+		case <-l.lost: // Produce or Renew found the lease lost
+			return
 		case <-t.C:
 		}
-		err := l.renew()
+		err := l.renewOnce(l.ctx)
 		if l.Err() != nil {
 			return
 		}
 		if err == nil {
-			failures, wait = 0, l.c.cfg.RenewEvery
+			failures, wait = 0, l.renewEvery
 		} else {
 			failures++
 			wait = l.c.backoff(failures, err)
@@ -231,20 +238,73 @@ func (l *Lease) renewLoop() {
 	}
 }
 
+// stopped ends the renewer. A lease lost while held is told to the
+// LostHooks here, once: the renewer stops exactly once, and only Release
+// stops it while the lease is not lost (Release then calls the
+// ReleasedHooks).
+func (l *Lease) stopped() {
+	err := l.Err() // before done: once it is closed, Release may mark the lease released
+	close(l.done)
+	l.c.forget(l)
+	if err == nil {
+		return
+	}
+	l.c.log.Warn("lease lost", "lease", l.name, "token", l.Grant().Token, "err", err)
+	each(l.c.cfg.Hooks, func(h LostHook) { h.OnLost(l, err) })
+}
+
+// Renew renews the lease now, as the background renewal does, without
+// changing when that renewal runs next: for a worker about to start a
+// step that must find the lease renewed. ctx bounds this renewal only,
+// never the lease's life; the request also ends at the local deadline and
+// when the lease is released.
+//
+// nil means the local deadline moved. An error matching ErrLeaseLost
+// means the lease is lost (Lost is closed). Any other error (a transport
+// error, a 503) leaves the lease as it was, renewed in the background
+// until its deadline.
+func (l *Lease) Renew(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	return l.renewOnce(ctx)
+}
+
+// renewOnce is one renewal, logged and told to the RenewedHooks, unless
+// Release cut it off: that is no failed renewal.
+func (l *Lease) renewOnce(ctx context.Context) error {
+	start := time.Now()
+	err := l.renew(ctx)
+	latency := time.Since(start)
+	if err != nil && !strings.HasPrefix(err.Error(), prefix) {
+		err = errorf("renew %s: %w", l.name, err) // net/http's: name the call
+	}
+	if err != nil && l.ctx.Err() != nil {
+		return err
+	}
+	if err != nil {
+		l.c.log.Warn("renewal failed", "lease", l.name, "latency", latency, "deadline", l.Deadline(), "err", err)
+	} else {
+		l.c.log.Debug("lease renewed", "lease", l.name, "token", l.Grant().Token, "latency", latency)
+	}
+	each(l.c.cfg.Hooks, func(h RenewedHook) { h.OnRenewed(l, latency, err) })
+	return err
+}
+
 // renew renews the current generation once, following a 421 and asking
 // for a new generation (which is also a renewal) on the spot. Every
-// request ends at the local deadline.
-func (l *Lease) renew() error {
+// request ends at the local deadline, or when ctx ends.
+func (l *Lease) renew(parent context.Context) error {
 	var err error
 	for range 4 {
 		token, base, cerr := l.check()
 		if cerr != nil {
 			return cerr
 		}
-		ctx, cancel := context.WithDeadline(l.ctx, l.Deadline())
+		ctx, cancel := context.WithDeadline(parent, l.Deadline())
 		start := time.Now()
 		err = l.c.call(ctx, base, http.MethodPatch, "/v1/leases/"+url.PathEscape(l.name),
-			map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "ttl_ms": l.c.cfg.TTL.Milliseconds()}, nil)
+			map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "ttl_ms": l.ttl.Milliseconds()}, nil)
 		if err == nil {
 			cancel()
 			l.extend(start)
@@ -335,13 +395,27 @@ func wireRecords(recs []Record) []wire.Record {
 // Every attempt starts before the lease's local deadline. When an error is
 // returned after an attempt whose outcome stayed unknown, it matches
 // ErrOutcomeUnknown: the batch may be committed.
+//
+// ctx bounds this call only (its attempts and the waits between them);
+// when it ends, Produce returns an error matching ctx's error and the
+// last answer. The lease goes on either way.
 func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Result, error) {
+	start := time.Now()
+	res, err := l.produce(ctx, batchID, recs)
+	latency := time.Since(start)
+	outcome := outcomeOf(err)
+	l.c.log.Debug("produce returned", "lease", l.name, "batch", batchID, "outcome", outcome.String(), "latency", latency, "err", err)
+	each(l.c.cfg.Hooks, func(h ProducedHook) { h.OnProduced(l, batchID, outcome, latency, err) })
+	return res, err
+}
+
+func (l *Lease) produce(ctx context.Context, batchID string, recs []Record) (Result, error) {
 	path := "/v1/leases/" + url.PathEscape(l.name) + "/records"
 	records := wireRecords(recs)
 	unknown := false
 	fail := func(err error) (Result, error) {
 		if unknown {
-			err = errors.Join(err, ErrOutcomeUnknown)
+			err = errorf("%w; %w", err, ErrOutcomeUnknown)
 		}
 		return Result{}, err
 	}
@@ -357,11 +431,8 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 		if err != nil {
 			return fail(err)
 		}
-		if cerr := ctx.Err(); cerr != nil {
-			if last == nil {
-				return fail(cerr)
-			}
-			return fail(fmt.Errorf("fencegate: produce %s: %w (last answer: %w)", batchID, cerr, last))
+		if ctx.Err() != nil {
+			return fail(ended("produce "+batchID, ctx, last))
 		}
 		var res Result
 		err = l.c.call(ctx, base, http.MethodPost, path, wire.Batch{
@@ -370,8 +441,8 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 			return res, nil
 		}
 		unknown = unknown || !definite(err)
-		if ctx.Err() == nil || last == nil {
-			last = err
+		if ctx.Err() == nil {
+			last = err // not the request the context's end cut off
 		}
 		r := reactionTo(err)
 		again := r == prev // a second 421 or new generation in a row: the session is moving
@@ -398,6 +469,7 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 			}
 		case retry:
 			l.rehome(base, err)
+			l.c.log.Debug("produce failed, retrying", "lease", l.name, "batch", batchID, "token", token, "err", err)
 			_ = pause(err)
 		default:
 			return fail(err)
@@ -408,9 +480,25 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 // Release stops renewing and releases the lease at the replica holding its
 // session (following a 421; retrying 503s and transport errors with
 // backoff until ctx ends). Afterwards the lease is lost with cause
-// ErrReleased, whatever the answer. Releasing a lease that is already lost
-// returns its error.
+// ErrReleased, whatever the answer; a lease whose release did not get
+// through expires at the gateway after its TTL. Releasing a lease that is
+// already lost returns its error. Client.Close releases every lease of
+// the client.
+//
+// ctx bounds the release request and its retries; the renewal stops at
+// once whether or not ctx ends first.
 func (l *Lease) Release(ctx context.Context) error {
+	err := l.release(ctx)
+	if err != nil {
+		l.c.log.Warn("release failed", "lease", l.name, "err", err)
+	} else {
+		l.c.log.Info("lease released", "lease", l.name, "token", l.Grant().Token)
+	}
+	each(l.c.cfg.Hooks, func(h ReleasedHook) { h.OnReleased(l, err) })
+	return err
+}
+
+func (l *Lease) release(ctx context.Context) error {
 	l.cancel()
 	<-l.done
 	defer func() {
@@ -418,29 +506,32 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.loseLocked(ErrReleased)
 		l.mu.Unlock()
 	}()
+	var last error // the last answer, for the error after ctx ends
 	for n := 1; ; n++ {
 		token, base, err := l.check()
 		if err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return ended("release "+l.name, ctx, last)
 		}
 		q := url.Values{"owner_id": {l.c.cfg.Owner}, "token": {strconv.FormatInt(token, 10)}}
 		err = l.c.call(ctx, base, http.MethodDelete, "/v1/leases/"+url.PathEscape(l.name)+"?"+q.Encode(), nil, nil)
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() == nil {
+			last = err
+		}
 		switch reactionTo(err) {
 		case follow:
 			l.follow(err)
 			if n > 1 {
-				if cerr := sleep(ctx, l.c.backoff(n, err)); cerr != nil {
-					return fmt.Errorf("fencegate: release %s: %w (last answer: %w)", l.name, cerr, err)
-				}
+				_ = sleep(ctx, l.c.backoff(n, err)) // a context that ended is reported above
 			}
 		case retry:
 			l.rehome(base, err)
-			if cerr := sleep(ctx, l.c.backoff(n, err)); cerr != nil {
-				return fmt.Errorf("fencegate: release %s: %w (last answer: %w)", l.name, cerr, err)
-			}
+			_ = sleep(ctx, l.c.backoff(n, err))
 		case lost:
 			l.lose(token, err)
 			return err
