@@ -77,6 +77,9 @@ type Client struct {
 	// ("User:indexer-v1"): the Write ACLs `fencegate rollout enforce`
 	// removes from the pattern's topic.
 	KafkaPrincipal string `yaml:"kafka_principal"`
+	// Admin lets the client use the admin API (/v1/admin/...: the
+	// rollout states). Grant it to operators' credentials only.
+	Admin bool `yaml:"admin"`
 }
 
 // The kinds of client.

@@ -34,6 +34,9 @@ const (
 	// CodeDirectClientGated: a client whose config says it writes Kafka
 	// directly asked for a lease of a pattern not in observe (FM21).
 	CodeDirectClientGated Code = "direct_client_gated"
+	// CodeRolloutStepRefused: an admin asked for a rollout step its
+	// precondition refuses (docs/api.md, "Admin").
+	CodeRolloutStepRefused Code = "rollout_step_refused"
 )
 
 // statusOf is the one place codes map to HTTP statuses.
@@ -47,7 +50,7 @@ func statusOf(c Code) int {
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
-	case CodeLeaseHeld, CodeLeaseLost, CodeFenced, CodeNotHolder, CodeGenerationEnded:
+	case CodeLeaseHeld, CodeLeaseLost, CodeFenced, CodeNotHolder, CodeGenerationEnded, CodeRolloutStepRefused:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

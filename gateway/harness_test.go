@@ -36,9 +36,23 @@ const (
 	// opsToken an operator that may act for any client.
 	otherToken = "other-token"
 	opsToken   = "ops-token"
+	// directToken is the direct client's (an old binary's).
+	directToken = "direct-token"
 )
 
 var barrierKey = []byte("test barrier key 0123456789")
+
+// testClients are the clients of every test's config: ops is an admin
+// that may act for anyone, oldbin an old binary that writes Kafka itself
+// (kind direct, FM21).
+var testClients = []fileconfig.Client{
+	{Name: "worker", TokenSHA256: gateway.HashToken(devToken), Allow: []string{"shard:*"}},
+	{Name: "narrow", TokenSHA256: gateway.HashToken("narrow-token"), Allow: []string{"shard:1?"}},
+	{Name: "other", TokenSHA256: gateway.HashToken(otherToken), Allow: []string{"shard:*"}},
+	{Name: "ops", TokenSHA256: gateway.HashToken(opsToken), Allow: []string{"*"}, ActFor: []string{"*"}, Admin: true},
+	{Name: "oldbin", TokenSHA256: gateway.HashToken(directToken), Allow: []string{"shard:*"},
+		Kind: fileconfig.KindDirect, KafkaPrincipal: "User:oldbin"},
+}
 
 // testBundle is one Postgres database and one Kafka cluster (kfake, or a
 // topic of its own on the external cluster) shared by the replicas of a
@@ -61,12 +75,7 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth, err := gateway.NewAuthenticator([]fileconfig.Client{
-		{Name: "worker", TokenSHA256: gateway.HashToken(devToken), Allow: []string{"shard:*"}},
-		{Name: "narrow", TokenSHA256: gateway.HashToken("narrow-token"), Allow: []string{"shard:1?"}},
-		{Name: "other", TokenSHA256: gateway.HashToken(otherToken), Allow: []string{"shard:*"}},
-		{Name: "ops", TokenSHA256: gateway.HashToken(opsToken), Allow: []string{"*"}, ActFor: []string{"*"}},
-	})
+	auth, err := gateway.NewAuthenticator(testClients)
 	if err != nil {
 		t.Fatal(err)
 	}

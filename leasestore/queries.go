@@ -281,3 +281,8 @@ SELECT changed_at FROM st`
 const qDirectLeases = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
  WHERE name ~>=~ $1 AND client_id = ANY($2) AND state <> 'released' AND expires_at > clock_timestamp()
  ORDER BY name`
+
+// qNextRolloutVersion is the version of a change of rollout state: from a
+// sequence, so that markers of a change rolled back here after they
+// reached Kafka are older than the next attempt's.
+const qNextRolloutVersion = `SELECT nextval('rollout_version_seq')`

@@ -48,8 +48,9 @@ func (s RolloutState) rank() int {
 	return 2
 }
 
-// Rollout is a route pattern's recorded state. Version 0 means nothing
-// was ever recorded (the state is then Enforced).
+// Rollout is a route pattern's recorded state. Version grows with every
+// change (a sequence: a rolled-back change burns its value); 0 means
+// nothing was ever recorded (the state is then Enforced).
 type Rollout struct {
 	Pattern   string
 	State     RolloutState
@@ -147,7 +148,10 @@ func (s *Store) SetRollout(ctx context.Context, ch RolloutChange, during func(co
 		if err := s.checkStep(ctx, tx, cur, ch); err != nil {
 			return err
 		}
-		out = Rollout{Pattern: ch.Pattern, State: ch.To, Version: cur.Version + 1, ChangedBy: ch.Actor, Reason: ch.Reason}
+		out = Rollout{Pattern: ch.Pattern, State: ch.To, ChangedBy: ch.Actor, Reason: ch.Reason}
+		if err := tx.QueryRow(ctx, qNextRolloutVersion).Scan(&out.Version); err != nil {
+			return err
+		}
 		if during != nil {
 			if err := during(ctx, out); err != nil {
 				return err

@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"loadtest":    {"load and fault harness with invariant checks and baselines", runLoadtest},
 		"leases":      {"operator view: leases list [--prefix P] | leases show NAME (leases -h)", runLeases},
 		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
+		"rollout":     {"rollout status [PATTERN] | observe|gate|enforce PATTERN: move a route's fleet onto the gateway (rollout -h)", runRollout},
 		"routes":      {"routes set-partitions --config F --pattern P --partitions N: record a route's new partition count (routes -h)", runRoutes},
 		"dev":         {"run the whole stack on embedded defaults (development broker)", runDev},
 		"version":     {"print version, commit, Go and librdkafka versions (also --version)", runVersion},

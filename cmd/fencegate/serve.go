@@ -14,11 +14,13 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/rollout"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
@@ -200,6 +202,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	srv := gateway.NewServer(g, auth)
 	srv.Limit(f.http)
 	srv.Metrics(metricsHandler)
+	signer, err := barrier.NewSigner(key)
+	if err != nil {
+		return err
+	}
+	srv.Admin(&rollout.Rollouts{Store: store, Router: router, Signer: signer, Kafka: conn,
+		DirectClients: auth.DirectClients()}, fc.Clients)
 	drain := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 		defer cancel()

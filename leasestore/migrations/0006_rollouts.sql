@@ -9,6 +9,12 @@
 -- granted and renewed leases of the pattern only while it is in observe.
 -- The grant and renewal statements read the row FOR SHARE, so a change of
 -- state waits for grants in flight and every grant after it sees it.
+-- Versions come from a sequence, not a counter: a change whose markers
+-- reached Kafka but whose transaction here rolled back has burnt its
+-- version, so the next attempt's markers are newer than those on every
+-- partition (the materializer takes only a newer marker).
+CREATE SEQUENCE rollout_version_seq;
+
 CREATE TABLE rollout_states (
     pattern    text        PRIMARY KEY,
     state      text        NOT NULL CHECK (state IN ('observe', 'gated', 'enforced')),
