@@ -120,11 +120,11 @@ func TestFM21_RolloutWalksObserveGateEnforce(t *testing.T) {
 	b.materialize(t, old, b.read(t, old))
 	for q, want := range map[string]int64{
 		`SELECT count(*) FROM kept_records WHERE verdict = 'malformed' AND encode(value, 'escape') IN ('observed', 'gated')`: 5,
-		`SELECT count(*) FROM kept_records WHERE encode(value, 'escape') = 'enforced'`:                                        0,
-		`SELECT count(*) FROM rejected_records WHERE reason = 'malformed'`:                                                    2,
-		`SELECT count(*) FROM accepted_records WHERE lease = 'shard:21'`:                                                      4,
-		`SELECT count(DISTINCT (batch_id, seq)) FROM accepted_records WHERE lease = 'shard:21'`:                               4,
-		`SELECT count(*) FROM rollout_events WHERE pattern = 'shard:*' AND actor = 'ops'`:                                     3,
+		`SELECT count(*) FROM kept_records WHERE encode(value, 'escape') = 'enforced'`:                                       0,
+		`SELECT count(*) FROM rejected_records WHERE reason = 'malformed'`:                                                   2,
+		`SELECT count(*) FROM accepted_records WHERE lease = 'shard:21'`:                                                     4,
+		`SELECT count(DISTINCT (batch_id, seq)) FROM accepted_records WHERE lease = 'shard:21'`:                              4,
+		`SELECT count(*) FROM rollout_events WHERE pattern = 'shard:*' AND actor = 'ops'`:                                    3,
 	} {
 		if n := b.count(t, q); n != want {
 			t.Errorf("%s = %d, want %d", q, n, want)
