@@ -11,15 +11,18 @@ import (
 
 	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
 // hiddenCommands are the processes `loadtest --separate-processes` starts
-// as its children; they are not listed in the usage.
+// as its children (package loadtest/stack execs them under these names);
+// they are not listed in the usage. This file is the one place they are
+// implemented.
 func hiddenCommands() map[string]command {
 	return map[string]command{
-		"devbroker":         {"serve the development broker (kfake) alone", runDevBroker},
-		"loadtest-baseline": {"run one baseline of the load harness and print its figures as JSON", runLoadtestBaseline},
+		stack.CommandDevBroker: {"serve the development broker (kfake) alone", runDevBroker},
+		stack.CommandBaseline:  {"run one baseline of the load harness and print its figures as JSON", runLoadtestBaseline},
 	}
 }
 
@@ -28,7 +31,7 @@ func hiddenCommands() map[string]command {
 // topics. It prints "ready <addr>" once it accepts connections and serves
 // until SIGINT or SIGTERM.
 func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flagSet("devbroker", stderr)
+	fs := flagSet(stack.CommandDevBroker, stderr)
 	listen := fs.String("listen", defaultKafkaBrokers, "listen address")
 	cfgPath := fs.String("config", devConfig, "routes file whose topics are created")
 	topics := fs.String("topic", "", "more topics to create, comma-separated")
@@ -59,7 +62,7 @@ func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // yardstick of the load harness in this process and prints its figures
 // as JSON on stdout.
 func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flagSet("loadtest-baseline", stderr)
+	fs := flagSet(stack.CommandBaseline, stderr)
 	var kf commonFlags
 	fs.StringVar(&kf.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
 	kf.registerKafka(fs, "harness")
@@ -75,10 +78,7 @@ func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.W
 	if err := conn.Validate(); err != nil {
 		return err
 	}
-	var out struct {
-		Direct *loadtest.DirectFigures `json:"direct,omitempty"`
-		Bare   *loadtest.BareFigures   `json:"bare,omitempty"`
-	}
+	var out loadtest.BaselineOutput
 	switch *mode {
 	case "direct":
 		sc := loadtest.Defaults()
