@@ -65,7 +65,7 @@ func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.W
 	fs.StringVar(&kf.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
 	kf.registerKafka(fs, "harness")
 	var b loadtest.BaselineChild
-	b.Register(fs)
+	b.Register(fs.FlagSet)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
