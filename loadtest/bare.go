@@ -12,20 +12,22 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/kafkaconn"
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // RunDirect runs the direct baseline alone (the process of `fencegate
 // loadtest-baseline --mode direct`): one transactional producer per lease,
 // the batches of sc, for sc.Duration.
-func RunDirect(ctx context.Context, conn kafkaconn.Config, sc Scenario) (DirectFigures, error) {
-	router, err := newRouter()
+func RunDirect(ctx context.Context, conn kafkaconn.Config, sc Scenario) (report.DirectFigures, error) {
+	router, err := stack.NewRouter()
 	if err != nil {
-		return DirectFigures{}, err
+		return report.DirectFigures{}, err
 	}
 	// The direct loop lasts baselineDuration: half the gateway phase.
 	sc.Duration *= 2
-	r := &runner{sc: sc, stack: &Stack{Kafka: conn, Router: router}}
-	rep := &Report{}
+	r := &runner{sc: sc, stack: &stack.Stack{Kafka: conn, Router: router}}
+	rep := &report.Report{}
 	err = r.direct(ctx, rep)
 	return rep.Direct, err
 }
@@ -37,7 +39,7 @@ func RunDirect(ctx context.Context, conn kafkaconn.Config, sc Scenario) (DirectF
 // It is what the client library and the broker can do on this machine;
 // the direct baseline differs from it only in waiting for each record's
 // delivery report and in its producer count (one per lease).
-func RunBare(ctx context.Context, conn kafkaconn.Config, producers, batchSize, recordSize int, d time.Duration) (BareFigures, error) {
+func RunBare(ctx context.Context, conn kafkaconn.Config, producers, batchSize, recordSize int, d time.Duration) (report.BareFigures, error) {
 	value := bytes.Repeat([]byte("x"), recordSize)
 	var records atomic.Int64
 	bctx, cancel := context.WithTimeout(ctx, d)
@@ -56,10 +58,10 @@ func RunBare(ctx context.Context, conn kafkaconn.Config, producers, batchSize, r
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return BareFigures{}, err
+			return report.BareFigures{}, err
 		}
 	}
-	return BareFigures{Producers: producers, Records: records.Load(), Seconds: time.Since(start).Seconds()}, nil
+	return report.BareFigures{Producers: producers, Records: records.Load(), Seconds: time.Since(start).Seconds()}, nil
 }
 
 func bareProducer(ctx context.Context, conn kafkaconn.Config, i, n int, value []byte, records *atomic.Int64) error {
@@ -85,8 +87,8 @@ func bareProducer(ctx context.Context, conn kafkaconn.Config, i, n int, value []
 	if err := p.InitTransactions(ictx); err != nil {
 		return err
 	}
-	topic := DirectTopic
-	part := int32(i % Partitions)
+	topic := stack.DirectTopic
+	part := int32(i % stack.Partitions)
 	headers := []kafka.Header{{Key: "lease", Value: []byte("bare:" + strconv.Itoa(i))}, {Key: "seq", Value: nil}}
 	for ctx.Err() == nil {
 		if err := p.BeginTransaction(); err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/txnmap"
 	"github.com/fencegate/fencegate/verify"
 )
@@ -23,8 +25,8 @@ import (
 // baselineDuration is how long each baseline runs.
 func (r *runner) baselineDuration() time.Duration { return max(r.sc.Duration/2, 2*time.Second) }
 
-func (r *runner) baselines(ctx context.Context, rep *Report) error {
-	if r.stack.separate != nil {
+func (r *runner) baselines(ctx context.Context, rep *report.Report) error {
+	if _, ok := r.stack.Separate(); ok {
 		if err := r.separateBaselines(ctx, rep); err != nil {
 			return err
 		}
@@ -70,10 +72,10 @@ func newProducer(conn kafkaconn.Config, transactionalID string) (*kafka.Producer
 
 // direct runs one transactional producer per lease writing the same
 // batches with no HTTP and no leases: the ceiling.
-func (r *runner) direct(ctx context.Context, rep *Report) error {
+func (r *runner) direct(ctx context.Context, rep *report.Report) error {
 	value := bytes.Repeat([]byte("x"), r.sc.RecordSize)
 	var records atomic.Int64
-	var hist Histogram
+	var hist report.Histogram
 	dctx, cancel := context.WithTimeout(ctx, r.baselineDuration())
 	defer cancel()
 	start := time.Now()
@@ -94,12 +96,12 @@ func (r *runner) direct(ctx context.Context, rep *Report) error {
 		}
 	}
 	el := time.Since(start)
-	rep.Direct = DirectFigures{Records: records.Load(), Seconds: el.Seconds(),
+	rep.Direct = report.DirectFigures{Records: records.Load(), Seconds: el.Seconds(),
 		P50Ms: hist.Ms(0.5), P99Ms: hist.Ms(0.99)}
 	return nil
 }
 
-func (r *runner) directProducer(ctx context.Context, lease int, value []byte, records *atomic.Int64, hist *Histogram) error {
+func (r *runner) directProducer(ctx context.Context, lease int, value []byte, records *atomic.Int64, hist *report.Histogram) error {
 	p, err := newProducer(r.stack.Kafka, fmt.Sprintf("loadtest-direct-%d", lease))
 	if err != nil {
 		return err
@@ -110,7 +112,7 @@ func (r *runner) directProducer(ctx context.Context, lease int, value []byte, re
 	if err := p.InitTransactions(ictx); err != nil {
 		return err
 	}
-	topic := DirectTopic
+	topic := stack.DirectTopic
 	part := r.partition(fmt.Sprintf("shard:%d", lease))
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -158,7 +160,7 @@ type naiveWorker struct {
 
 // naive runs the check-then-write design under the same freeze injection
 // and counts the stale records Kafka accepted.
-func (r *runner) naive(ctx context.Context, rep *Report) error {
+func (r *runner) naive(ctx context.Context, rep *report.Report) error {
 	store, err := leasestore.New(r.stack.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
 	if err != nil {
 		return err
@@ -191,7 +193,7 @@ func (r *runner) naive(ctx context.Context, rep *Report) error {
 	faults.Wait()
 	p.Flush(30000)
 	stale, total, err := r.countNaiveStale()
-	rep.Naive = NaiveFigures{Records: total, StaleAccepted: stale}
+	rep.Naive = report.NaiveFigures{Records: total, StaleAccepted: stale}
 	return err
 }
 
@@ -262,7 +264,7 @@ func (r *runner) naiveFrozen(ctx context.Context, w *naiveWorker) {
 }
 
 func (r *runner) naiveBatch(p *kafka.Producer, w *naiveWorker) {
-	topic := NaiveTopic
+	topic := stack.NaiveTopic
 	part, _ := r.stack.Router.Resolve(w.lease)
 	for i := range r.sc.BatchSize {
 		_ = p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part.Partition},
@@ -275,8 +277,8 @@ func (r *runner) naiveBatch(p *kafka.Producer, w *naiveWorker) {
 // already written to the same lease earlier in the log: writes of a former
 // owner after its successor started.
 func (r *runner) countNaiveStale() (stale, total int64, err error) {
-	for part := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Kafka, NaiveTopic, part, 60*time.Second)
+	for part := range int32(stack.Partitions) {
+		recs, err := verify.ReadPartition(r.stack.Kafka, stack.NaiveTopic, part, 60*time.Second)
 		if err != nil {
 			return 0, 0, err
 		}

@@ -6,38 +6,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/verify"
 )
 
-// Invariant is one invariant's verdict with counts.
-type Invariant struct {
-	Pass       bool     `json:"pass"`
-	Checked    int      `json:"checked"`
-	Violations int      `json:"violations"`
-	Examples   []string `json:"examples,omitempty"`
-}
-
-func (inv *Invariant) fail(format string, args ...any) {
-	inv.Violations++
-	if len(inv.Examples) < 5 {
-		inv.Examples = append(inv.Examples, fmt.Sprintf(format, args...))
-	}
-}
-
-// LedgerCheck compares the materializer's ledger with the acknowledged
-// batches.
-type LedgerCheck struct {
-	Pass         bool `json:"pass"`
-	AckedBatches int  `json:"acked_batches"`
-	Missing      int  `json:"missing"`
-	Duplicated   int  `json:"duplicated"`
-	// Extra are ledger batches nobody acknowledged (an ambiguous commit
-	// that landed; allowed).
-	Extra int `json:"extra"`
-}
-
 // verify checks I1..I4 and the ledger after the gateway phase.
-func (r *runner) verify(ctx context.Context, rep *Report) error {
+func (r *runner) verify(ctx context.Context, rep *report.Report) error {
 	recs, err := r.readPartitions()
 	if err != nil {
 		return err
@@ -61,8 +36,8 @@ func (r *runner) verify(ctx context.Context, rep *Report) error {
 
 func (r *runner) readPartitions() (map[int32][]verify.Record, error) {
 	out := map[int32][]verify.Record{}
-	for p := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Kafka, r.stack.leaseTopic(), p, 60*time.Second)
+	for p := range int32(stack.Partitions) {
+		recs, err := verify.ReadPartition(r.stack.Kafka, r.stack.Topic(), p, 60*time.Second)
 		if err != nil {
 			return nil, err
 		}
@@ -73,7 +48,7 @@ func (r *runner) readPartitions() (map[int32][]verify.Record, error) {
 
 // checkI1: per lease name, granted tokens strictly increase in database
 // time order (lease_events).
-func (r *runner) checkI1(ctx context.Context, rep *Report) error {
+func (r *runner) checkI1(ctx context.Context, rep *report.Report) error {
 	rows, err := r.stack.Pool.Query(ctx, `SELECT name, token FROM lease_events
 		WHERE kind IN ('acquired', 'regenerated') ORDER BY name, at, id`)
 	if err != nil {
@@ -90,7 +65,7 @@ func (r *runner) checkI1(ctx context.Context, rep *Report) error {
 		}
 		inv.Checked++
 		if token <= last[name] {
-			inv.fail("%s: token %d granted after %d", name, token, last[name])
+			inv.Fail("%s: token %d granted after %d", name, token, last[name])
 		}
 		last[name] = token
 	}
@@ -98,7 +73,7 @@ func (r *runner) checkI1(ctx context.Context, rep *Report) error {
 	return rows.Err()
 }
 
-func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
+func (r *runner) checkI2I3(rep *report.Report, recs map[int32][]verify.Record) {
 	byPartition := map[int32][]verify.Batch{}
 	for _, b := range r.st.acked {
 		p := r.partition(b.Lease)
@@ -107,11 +82,11 @@ func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
 	for p, rs := range recs {
 		rep.Invariants.I2.Checked += len(rs)
 		for _, v := range verify.NoStaleWrite(rs) {
-			rep.Invariants.I2.fail("partition %d: %s", p, v)
+			rep.Invariants.I2.Fail("partition %d: %s", p, v)
 		}
 		rep.Invariants.I3.Checked += len(byPartition[p])
 		for _, v := range verify.NoAckedLoss(rs, byPartition[p]) {
-			rep.Invariants.I3.fail("partition %d: %s", p, v)
+			rep.Invariants.I3.Fail("partition %d: %s", p, v)
 			r.lost[p] = append(r.lost[p], v.Offset)
 		}
 	}
@@ -122,15 +97,15 @@ func (r *runner) checkI2I3(rep *Report, recs map[int32][]verify.Record) {
 // checkCommitOrder adds to I2 what only the whole log shows: commit
 // markers of old generations after a newer barrier, data from an epoch its
 // barrier does not name, records outside transactions.
-func (r *runner) checkCommitOrder(rep *Report) error {
+func (r *runner) checkCommitOrder(rep *report.Report) error {
 	inv := &rep.Invariants.I2
-	for p := range int32(Partitions) {
-		whole, err := verify.ReadLog(r.stack.Kafka, r.stack.leaseTopic(), p, 60*time.Second)
+	for p := range int32(stack.Partitions) {
+		whole, err := verify.ReadLog(r.stack.Kafka, r.stack.Topic(), p, 60*time.Second)
 		if err != nil {
 			return err
 		}
 		for _, v := range verify.CommitOrder(whole) {
-			inv.fail("partition %d (commit order): %s", p, v)
+			inv.Fail("partition %d (commit order): %s", p, v)
 		}
 		// What the log holds where an acknowledged batch is missing.
 		for i, off := range r.lost[p] {
@@ -148,7 +123,7 @@ func (r *runner) checkCommitOrder(rep *Report) error {
 // committed" must have no committed record, and an attempt sent after a
 // later generation was acknowledged must not be committed (records carry
 // their attempt's id in the key).
-func (r *runner) checkAnswers(rep *Report, recs map[int32][]verify.Record) {
+func (r *runner) checkAnswers(rep *report.Report, recs map[int32][]verify.Record) {
 	committed := map[string]bool{}
 	for _, rs := range recs {
 		for _, rec := range rs {
@@ -172,7 +147,7 @@ func (r *runner) checkAnswers(rep *Report, recs map[int32][]verify.Record) {
 // checkI4: every acknowledged acquire's generation was opened in Kafka (its
 // barrier, written after InitTransactions bumped the epoch, is committed)
 // before the worker received the 201.
-func (r *runner) checkI4(rep *Report, recs map[int32][]verify.Record) {
+func (r *runner) checkI4(rep *report.Report, recs map[int32][]verify.Record) {
 	barriers := map[string]time.Time{}
 	for _, rs := range recs {
 		for _, rec := range rs {
@@ -187,9 +162,9 @@ func (r *runner) checkI4(rep *Report, recs map[int32][]verify.Record) {
 		at, ok := barriers[fmt.Sprintf("%s/%d", g.Lease, g.Token)]
 		switch {
 		case !ok:
-			inv.fail("%s token %d acknowledged without a committed barrier", g.Lease, g.Token)
+			inv.Fail("%s token %d acknowledged without a committed barrier", g.Lease, g.Token)
 		case at.After(g.AckAt):
-			inv.fail("%s token %d acknowledged at %s before its barrier at %s", g.Lease, g.Token, g.AckAt, at)
+			inv.Fail("%s token %d acknowledged at %s before its barrier at %s", g.Lease, g.Token, g.AckAt, at)
 		}
 	}
 	inv.Pass = inv.Violations == 0
@@ -202,12 +177,12 @@ func (r *runner) partition(lease string) int32 {
 
 // checkLedger waits for the materializer to catch up, then compares the
 // ledger with the acknowledged batches: each exactly once.
-func (r *runner) checkLedger(ctx context.Context, rep *Report) error {
+func (r *runner) checkLedger(ctx context.Context, rep *report.Report) error {
 	if err := r.waitCaughtUp(ctx); err != nil {
 		return err
 	}
 	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, owner_id, batch_id, count(*), count(DISTINCT seq)
-		FROM accepted_records WHERE topic = $1 GROUP BY lease, owner_id, batch_id`, r.stack.leaseTopic())
+		FROM accepted_records WHERE topic = $1 GROUP BY lease, owner_id, batch_id`, r.stack.Topic())
 	if err != nil {
 		return err
 	}
@@ -248,8 +223,8 @@ func (r *runner) checkLedger(ctx context.Context, rep *Report) error {
 // end (the materializer skips transaction markers when idle).
 func (r *runner) waitCaughtUp(ctx context.Context) error {
 	ends := map[int32]int64{}
-	for p := range int32(Partitions) {
-		recs, err := verify.ReadPartition(r.stack.Kafka, r.stack.leaseTopic(), p, 30*time.Second)
+	for p := range int32(stack.Partitions) {
+		recs, err := verify.ReadPartition(r.stack.Kafka, r.stack.Topic(), p, 30*time.Second)
 		if err != nil {
 			return err
 		}
@@ -263,7 +238,7 @@ func (r *runner) waitCaughtUp(ctx context.Context) error {
 		for p, end := range ends {
 			var pos int64
 			err := r.stack.Pool.QueryRow(ctx, `SELECT next_offset FROM consumer_positions WHERE topic = $1 AND partition = $2`,
-				r.stack.leaseTopic(), p).Scan(&pos)
+				r.stack.Topic(), p).Scan(&pos)
 			if err != nil || pos < end {
 				behind++
 			}

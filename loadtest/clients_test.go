@@ -11,6 +11,8 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // TestWorkersSpreadOverClients: with --clients N the workers really are N
@@ -48,21 +50,21 @@ func TestWorkersSpreadOverClients(t *testing.T) {
 
 // runCapped runs 8 leases x 1 worker over clients API clients against an
 // in-process gateway that serves one request per client at a time.
-func runCapped(t *testing.T, clients int) *loadtest.Report {
+func runCapped(t *testing.T, clients int) *report.Report {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stack, err := loadtest.StartEmbedded(ctx, pgtest.ServerURL(), log, loadtest.WithClients(clients),
-		loadtest.WithLimits(gateway.ServerConfig{MaxInFlight: 1 << 16, MaxInFlightPerClient: 1}))
+	stk, err := stack.StartEmbedded(ctx, pgtest.ServerURL(), log, stack.WithClients(clients),
+		stack.WithLimits(gateway.ServerConfig{MaxInFlight: 1 << 16, MaxInFlightPerClient: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stack.Close()
+	defer stk.Close()
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize = 8, 1, 5, 64
 	sc.Duration, sc.TTL, sc.Rate = 3*time.Second, 1500*time.Millisecond, 5
 	sc.FreezeEvery, sc.ChurnEvery, sc.Direct, sc.Naive = 0, 0, false, false
-	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Logger: log})
+	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func runCapped(t *testing.T, clients int) *loadtest.Report {
 }
 
 // refusals counts the requests of a run answered 429 too_many_requests.
-func refusals(rep *loadtest.Report) int64 {
+func refusals(rep *report.Report) int64 {
 	n := rep.Gateway.AcquiresDeferred + rep.Gateway.AnswersByCode["too_many_requests"]
 	for call, c := range rep.Gateway.ErrorsByCall {
 		if strings.HasSuffix(call, " too_many_requests") && !strings.HasPrefix(call, "produce ") {

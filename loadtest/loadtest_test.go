@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // TestEmbeddedFreezeAndChurnKeepInvariants is the harness's proof in CI: a
@@ -36,22 +37,22 @@ func TestEmbeddedFreezeAndChurnKeepInvariants(t *testing.T) {
 	sc.FreezeEvery, sc.ChurnEvery = 3*time.Second, 3*time.Second
 	sc.AmbiguityEvery = 7 * time.Second
 	external := kafkatest.External()
-	var stack *loadtest.Stack
+	var stk *stack.Stack
 	var err error
 	if external {
-		k := kafkatest.Start(t, loadtest.LeaseTopic, loadtest.Partitions)
-		stack, err = loadtest.StartEmbeddedOn(ctx, pgtest.ServerURL(),
-			loadtest.ExternalKafka{Conn: k.Conn, LeaseTopic: k.Topic, Prefix: k.RouterPrefix("loadtest")}, log)
+		k := kafkatest.Start(t, stack.LeaseTopic, stack.Partitions)
+		stk, err = stack.StartEmbeddedOn(ctx, pgtest.ServerURL(),
+			stack.ExternalKafka{Conn: k.Conn, LeaseTopic: k.Topic, Prefix: k.RouterPrefix("loadtest")}, log)
 		sc.AmbiguityEvery, sc.Direct, sc.Naive = 0, false, false
 	} else {
-		stack, err = loadtest.StartEmbedded(ctx, pgtest.ServerURL(), log)
+		stk, err = stack.StartEmbedded(ctx, pgtest.ServerURL(), log)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stack.Close()
+	defer stk.Close()
 	var progress bytes.Buffer
-	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Progress: &progress, Logger: log})
+	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Progress: &progress, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

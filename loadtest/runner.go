@@ -13,6 +13,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/telemetry"
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // Options of one run besides the scenario.
@@ -22,11 +26,13 @@ type Options struct {
 	// Terminal: refresh one line with \r instead of printing lines.
 	Terminal bool
 	Logger   *slog.Logger
+	// Command is the command line the report records (nil: os.Args).
+	Command []string
 }
 
 type runner struct {
 	sc    Scenario
-	stack *Stack
+	stack *stack.Stack
 	// clients by gateway URL and API client (index of the stack's
 	// tokens): one per replica and API client, and one per holder_url a
 	// 421 named.
@@ -60,49 +66,62 @@ func threadCount() int {
 
 // Run drives the stack with the scenario, then verifies and runs the
 // baselines, and returns the report.
-func Run(ctx context.Context, stack *Stack, sc Scenario, opts Options) (*Report, error) {
+func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*report.Report, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if (sc.AmbiguityEvery > 0) && stack.cluster == nil {
-		return nil, errNotEmbedded
+	if (sc.AmbiguityEvery > 0) && !s.InProcessBroker() {
+		return nil, stack.ErrNotEmbedded
 	}
-	if sc.KillGatewayAfter > 0 && len(stack.children) == 0 {
+	if sc.KillGatewayAfter > 0 && len(s.Children()) == 0 {
 		return nil, errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
 	}
-	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && len(stack.children) < 2 {
+	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && len(s.Children()) < 2 {
 		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
 	}
-	r := &runner{sc: sc, stack: stack, clients: map[clientKey]*client{}, lost: map[int32][]int64{},
+	r := &runner{sc: sc, stack: s, clients: map[clientKey]*client{}, lost: map[int32][]int64{},
 		st: newStats(sc.Leases), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
-	pause := stack.separate != nil && stack.separate.opts.PauseMaterializer
+	sep, _ := s.Separate()
+	pause := sep.PauseMaterializer
 	if pause {
-		if err := stack.signalMaterializer(syscall.SIGSTOP); err != nil {
+		if err := s.SignalMaterializer(syscall.SIGSTOP); err != nil {
 			return nil, err
 		}
 	}
-	sampling := stack.startSampling()
+	started := time.Now()
+	sampling := s.StartSampling()
 	r.gatewayPhase(ctx)
-	usage := sampling.stop()
+	usage := sampling.Stop()
 	if pause {
-		if err := stack.signalMaterializer(syscall.SIGCONT); err != nil {
+		if err := s.SignalMaterializer(syscall.SIGCONT); err != nil {
 			return nil, err
 		}
 	}
 	rep := r.report()
+	rep.Run = runInfo(started, opts.Command)
 	rep.MaterializerPaused = pause
-	rep.addPhase("gateway", usage)
+	addPhase(rep, "gateway", usage)
 	if err := r.verify(ctx, rep); err != nil {
 		return rep, err
 	}
 	if err := r.baselines(ctx, rep); err != nil {
 		return rep, err
 	}
-	rep.finish()
+	rep.Finish()
 	return rep, nil
+}
+
+// runInfo is the report's account of a run started at started by this
+// binary with the command line command (nil: this process's).
+func runInfo(started time.Time, command []string) report.RunInfo {
+	if command == nil {
+		command = os.Args
+	}
+	b := telemetry.Build()
+	return report.NewRunInfo(started, b.Version, b.Commit, command)
 }
 
 func (r *runner) gatewayPhase(ctx context.Context) {
@@ -110,7 +129,7 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	defer cancel()
 	r.st = newStats(r.sc.Leases)
 	var wg sync.WaitGroup
-	urls, tokens := r.stack.urls(), r.stack.workerTokens()
+	urls, tokens := r.stack.URLs(), r.stack.WorkerTokens()
 	for l := range r.sc.Leases {
 		var ws []*worker
 		for i := range r.sc.WorkersPerLease {
@@ -130,7 +149,7 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	var faults sync.WaitGroup
 	r.every(pctx, &faults, r.sc.FreezeEvery, func() { r.pickHolder(func(w *worker) { w.freeze.Store(true) }) })
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
-	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.holdNextEndTxn(commitTimeout + time.Second) })
+	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.HoldNextEndTxn(stack.CommitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
 	r.every(pctx, &faults, r.sc.FreezeReplicaEvery, r.freezeReplica)
 	if r.sc.DrainReplicaAfter > 0 {
@@ -149,7 +168,7 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 			defer faults.Done()
 			wait(pctx, r.sc.KillGatewayAfter)
 			if pctx.Err() == nil {
-				r.stack.children[0].killAndRestart(pctx)
+				r.stack.Children()[0].KillAndRestart(pctx)
 			}
 		}()
 	}
@@ -173,7 +192,7 @@ func (r *runner) client(url string, api int) *client {
 	k := clientKey{url, api}
 	c := r.clients[k]
 	if c == nil {
-		tokens := r.stack.workerTokens()
+		tokens := r.stack.WorkerTokens()
 		workers := r.sc.Leases * r.sc.WorkersPerLease
 		c = newClient(url, tokens[api], (workers+len(tokens)-1)/len(tokens)+8)
 		r.clients[k] = c
@@ -191,9 +210,9 @@ func (r *runner) client(url string, api int) *client {
 // pause that the local deadline alone refuses.
 func (r *runner) freezeReplica() {
 	n := r.st.replicaFreezes.Add(1)
-	i := int(n-1) % len(r.stack.children)
+	i := int(n-1) % len(r.stack.Children())
 	held := r.heldOn(r.stack.GatewayURLs[i])
-	r.stack.children[i].freeze(func() bool {
+	r.stack.Children()[i].Freeze(func() bool {
 		for lease, token := range held {
 			if r.st.latestGrant(lease) > token {
 				return true
@@ -210,7 +229,7 @@ func (r *runner) drainReplica(ctx context.Context) {
 	held := r.heldOn(r.stack.GatewayURLs[0])
 	start, errorsBefore := time.Now(), r.st.errors.Load()
 	defer func() { r.st.drainErrors = r.st.errors.Load() - errorsBefore }()
-	r.st.drainTook = r.stack.children[0].drainAndRestart(ctx, time.Minute)
+	r.st.drainTook = r.stack.Children()[0].DrainAndRestart(ctx, time.Minute)
 	for ctx.Err() == nil && time.Since(start) < time.Minute {
 		moved := true
 		for lease, token := range held {

@@ -5,6 +5,12 @@
 // producers without HTTP or leases: the ceiling) and `naive` (check the
 // lease in Postgres, then produce with a plain producer: the design
 // fencegate replaces).
+//
+// Run is the entry: a Scenario, on a stack brought up by package
+// loadtest/stack, gives a report.Report (package loadtest/report). This
+// package holds the runner, the scenarios, the workers, the baselines and
+// the invariant checks; RunDirect and RunBare are the baselines of the
+// `fencegate loadtest-baseline` child.
 package loadtest
 
 import (

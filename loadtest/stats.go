@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencegate/fencegate/loadtest/report"
 )
 
 // Grant is an acquire the gateway acknowledged (for I4).
@@ -23,23 +25,12 @@ type AckedBatch struct {
 	Offsets []int64
 }
 
-// second is one second of the timeline.
-type second struct {
-	Records   int64   `json:"records"`
-	Batches   int64   `json:"batches"`
-	P50Ms     float64 `json:"p50_ms"`
-	P99Ms     float64 `json:"p99_ms"`
-	Handovers int64   `json:"handovers"`
-	Fences    int64   `json:"fences"`
-	Refused   int64   `json:"stale_refused"`
-}
-
 // stats are what workers record during the gateway phase.
 type stats struct {
 	start    time.Time
-	produce  Histogram
-	handover Histogram
-	renew    Histogram
+	produce  report.Histogram
+	handover report.Histogram
+	renew    report.Histogram
 
 	records, batches, handovers, fences, errors atomic.Int64
 	staleRefused, staleAttempts                 atomic.Int64
@@ -63,7 +54,7 @@ type stats struct {
 	held         map[string]bool
 	steady       atomic.Bool
 	steadyAt     time.Time // under mu
-	coldHandover Histogram
+	coldHandover report.Histogram
 	coldErrors   atomic.Int64
 	steadyStats  steadyFigures
 	// errorsByCall counts worker errors by call and answer, for example
@@ -91,13 +82,13 @@ type attemptAnswer struct {
 }
 
 type timelineSecond struct {
-	hist Histogram
-	second
+	hist report.Histogram
+	report.Second
 }
 
 // steadyFigures are recorded once every lease has been granted.
 type steadyFigures struct {
-	produce, handover, renew Histogram
+	produce, handover, renew report.Histogram
 	records                  atomic.Int64
 }
 
@@ -213,12 +204,12 @@ func (s *stats) latestGrant(lease string) int64 {
 }
 
 // seconds returns the timeline with quantiles filled in.
-func (s *stats) seconds() []second {
+func (s *stats) seconds() []report.Second {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]second, len(s.timeline))
+	out := make([]report.Second, len(s.timeline))
 	for i := range s.timeline {
-		out[i] = s.timeline[i].second
+		out[i] = s.timeline[i].Second
 		out[i].P50Ms = s.timeline[i].hist.Ms(0.5)
 		out[i].P99Ms = s.timeline[i].hist.Ms(0.99)
 	}

@@ -1,9 +1,11 @@
 package loadtest
 
 import (
-	sdk "github.com/fencegate/fencegate/client"
 	"testing"
 	"time"
+
+	sdk "github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/loadtest/report"
 )
 
 // TestSteadySplitsAtTheLastFirstGrant: figures before every lease has
@@ -23,8 +25,8 @@ func TestSteadySplitsAtTheLastFirstGrant(t *testing.T) {
 	st.grant(Grant{Lease: "a", Token: 4, AckAt: time.Now()}, 20*time.Millisecond)
 	st.error("renew", reply{status: 503, problem: sdk.Problem{Status: 503, Code: sdk.CodeStoreUnavailable}})
 
-	rep := &Report{}
-	rep.splitAtSteady(st, time.Minute)
+	rep := &report.Report{}
+	splitAtSteady(rep, st, time.Minute)
 	c, s := rep.ColdStart, rep.Steady
 	if c.Handover.Count != 3 || c.Errors != 1 || c.Seconds < 0 || c.Seconds > 60 {
 		t.Fatalf("cold start %+v: want 3 handovers, 1 error, its length", c)
@@ -45,8 +47,8 @@ func TestSteadySplitsAtTheLastFirstGrant(t *testing.T) {
 func TestNeverSteady(t *testing.T) {
 	st := newStats(2)
 	st.grant(Grant{Lease: "a", Token: 1, AckAt: time.Now()}, time.Millisecond)
-	rep := &Report{}
-	rep.splitAtSteady(st, time.Minute)
+	rep := &report.Report{}
+	splitAtSteady(rep, st, time.Minute)
 	if rep.ColdStart.Seconds != -1 || rep.Steady.Seconds != 0 {
 		t.Fatalf("cold start %+v, steady %+v: want -1 and none", rep.ColdStart, rep.Steady)
 	}

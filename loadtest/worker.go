@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/client/wire"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // client speaks the gateway's v1 API. Lease calls (acquire, renew,
@@ -30,7 +31,7 @@ type client struct {
 
 func newClient(base, token string, conns int) *client {
 	if token == "" {
-		token = WorkerToken
+		token = stack.WorkerToken
 	}
 	pool := func() *http.Client {
 		return &http.Client{Timeout: 30 * time.Second,
@@ -174,7 +175,7 @@ func (w *worker) acquire(ctx context.Context) {
 // rehome moves the worker to another replica when its replica is draining
 // or gone (what a load balancer does for it), and reports whether it did.
 func (w *worker) rehome(rep reply) bool {
-	urls := w.r.stack.urls()
+	urls := w.r.stack.URLs()
 	if (rep.problem.Code != sdk.CodeDraining && rep.status != 0) || len(urls) < 2 {
 		return false
 	}

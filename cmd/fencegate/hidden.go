@@ -3,23 +3,24 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
 // hiddenCommands are the processes `loadtest --separate-processes` starts
-// as its children; they are not listed in the usage.
+// as its children (package loadtest/stack execs them under these names);
+// they are not listed in the usage. This file is the one place they are
+// implemented.
 func hiddenCommands() map[string]command {
 	return map[string]command{
-		"devbroker":         {"serve the development broker (kfake) alone", runDevBroker},
-		"loadtest-baseline": {"run one baseline of the load harness and print its figures as JSON", runLoadtestBaseline},
+		stack.CommandDevBroker: {"serve the development broker (kfake) alone", runDevBroker},
+		stack.CommandBaseline:  {"run one baseline of the load harness and print its figures as JSON", runLoadtestBaseline},
 	}
 }
 
@@ -28,7 +29,7 @@ func hiddenCommands() map[string]command {
 // topics. It prints "ready <addr>" once it accepts connections and serves
 // until SIGINT or SIGTERM.
 func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flagSet("devbroker", stderr)
+	fs := flagSet(stack.CommandDevBroker, stderr)
 	listen := fs.String("listen", defaultKafkaBrokers, "listen address")
 	cfgPath := fs.String("config", devConfig, "routes file whose topics are created")
 	topics := fs.String("topic", "", "more topics to create, comma-separated")
@@ -57,17 +58,14 @@ func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // runLoadtestBaseline runs the direct baseline or the bare-producer
 // yardstick of the load harness in this process and prints its figures
-// as JSON on stdout.
+// as JSON on stdout; its flags, besides Kafka's, are loadtest.BaselineChild's.
 func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flagSet("loadtest-baseline", stderr)
+	fs := flagSet(stack.CommandBaseline, stderr)
 	var kf commonFlags
 	fs.StringVar(&kf.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
 	kf.registerKafka(fs, "harness")
-	mode := fs.String("mode", "direct", "direct (one transactional producer per lease, delivery reports awaited) or bare (the yardstick)")
-	producers := fs.Int("producers", 16, "producers (direct: one per lease)")
-	batch := fs.Int("batch-size", 100, "records per transaction")
-	size := fs.Int("record-size", 1024, "bytes per record")
-	d := fs.Duration("duration", 10*time.Second, "how long the loop runs")
+	var b loadtest.BaselineChild
+	b.Register(fs.FlagSet)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -75,27 +73,9 @@ func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.W
 	if err := conn.Validate(); err != nil {
 		return err
 	}
-	var out struct {
-		Direct *loadtest.DirectFigures `json:"direct,omitempty"`
-		Bare   *loadtest.BareFigures   `json:"bare,omitempty"`
-	}
-	switch *mode {
-	case "direct":
-		sc := loadtest.Defaults()
-		sc.Leases, sc.BatchSize, sc.RecordSize, sc.Duration = *producers, *batch, *size, *d
-		f, err := loadtest.RunDirect(ctx, conn, sc)
-		if err != nil {
-			return err
-		}
-		out.Direct = &f
-	case "bare":
-		f, err := loadtest.RunBare(ctx, conn, *producers, *batch, *size, *d)
-		if err != nil {
-			return err
-		}
-		out.Bare = &f
-	default:
-		return errors.New("--mode: direct or bare")
+	out, err := b.Run(ctx, conn)
+	if err != nil {
+		return err
 	}
 	return json.NewEncoder(stdout).Encode(out)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -22,7 +24,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	embedded := fs.Bool("embedded", false, "start the whole stack in-process (project Postgres, kfake, gateway, materializer)")
 	child := fs.Bool("gateway-child", false, "with --embedded: run the gateway as a child process (needed by --kill-gateway-after)")
 	replicas := fs.Int("replicas", 1, "with --embedded: gateway replicas; more than 1 runs each as a child process (--freeze-replica-every needs 2)")
-	var sep loadtest.SeparateOptions
+	var sep stack.SeparateOptions
 	separate := fs.Bool("separate-processes", false, "with --embedded: run the broker, the gateway, the materializer and each baseline as child processes, and report each one's CPU and memory")
 	fs.StringVar(&sep.GatewayDebugListen, "gateway-debug-listen", "", "with --separate-processes: the gateway child's --debug-listen (pprof), e.g. 127.0.0.1:6060")
 	fs.BoolVar(&sep.PauseMaterializer, "pause-materializer", false, "with --separate-processes: stop the materializer (SIGSTOP) during the gateway phase, as it is during the direct baseline; the ledger is checked after it caught up")
@@ -86,23 +88,24 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(sep.GatewayArgs) > 0 && !*separate {
 		return errors.New("--gateway-arg needs --separate-processes")
 	}
-	stackOpts := []loadtest.StackOption{loadtest.WithClients(*clients), loadtest.WithLimits(caps)}
-	var stack *loadtest.Stack
+	stackOpts := []stack.StackOption{stack.WithClients(*clients), stack.WithLimits(caps)}
+	var stk *stack.Stack
 	var err error
 	if *separate {
-		stack, err = openSeparate(ctx, *embedded, *child, *replicas, *dbURL, sep, log, stackOpts)
+		stk, err = openSeparate(ctx, *embedded, *child, *replicas, *dbURL, sep, log, stackOpts)
 	} else {
-		stack, err = openStack(ctx, *embedded, *child, *replicas, *gw, kf.kafkaConn(), *dbURL, *cfgPath, *token, log, stackOpts)
+		stk, err = openStack(ctx, *embedded, *child, *replicas, *gw, kf.kafkaConn(), *dbURL, *cfgPath, *token, log, stackOpts)
 	}
 	if err != nil {
 		return err
 	}
-	defer stack.Close()
+	defer stk.Close()
 	terminal := false
 	if f, ok := stderr.(*os.File); ok {
 		terminal = term.IsTerminal(int(f.Fd()))
 	}
-	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Progress: stderr, Terminal: terminal, Logger: log})
+	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Progress: stderr, Terminal: terminal, Logger: log,
+		Command: append([]string{"fencegate", "loadtest"}, args...)})
 	if err != nil {
 		return err
 	}
@@ -116,16 +119,16 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-func openStack(ctx context.Context, embedded, child bool, replicas int, gw string, conn kafkaconn.Config, dbURL, cfgPath, token string, log *slog.Logger, opts []loadtest.StackOption) (*loadtest.Stack, error) {
+func openStack(ctx context.Context, embedded, child bool, replicas int, gw string, conn kafkaconn.Config, dbURL, cfgPath, token string, log *slog.Logger, opts []stack.StackOption) (*stack.Stack, error) {
 	if embedded && (child || replicas > 1) {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		return loadtest.StartEmbeddedReplicas(ctx, dbURL, exe, max(replicas, 1), log, opts...)
+		return stack.StartEmbeddedReplicas(ctx, dbURL, exe, max(replicas, 1), log, opts...)
 	}
 	if embedded {
-		return loadtest.StartEmbedded(ctx, dbURL, log, opts...)
+		return stack.StartEmbedded(ctx, dbURL, log, opts...)
 	}
 	if gw == "" {
 		return nil, errors.New("give --embedded or --gateway URL")
@@ -137,11 +140,11 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw strin
 	if err := conn.Validate(); err != nil {
 		return nil, err
 	}
-	return loadtest.External(ctx, gw, conn, dbURL, token, router)
+	return stack.External(ctx, gw, conn, dbURL, token, router)
 }
 
 // openSeparate starts the stack with every component in a child process.
-func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL string, opts loadtest.SeparateOptions, log *slog.Logger, stackOpts []loadtest.StackOption) (*loadtest.Stack, error) {
+func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL string, opts stack.SeparateOptions, log *slog.Logger, stackOpts []stack.StackOption) (*stack.Stack, error) {
 	if !embedded || child || replicas > 1 {
 		return nil, errors.New("--separate-processes needs --embedded and one replica (no --gateway-child, --replicas or replica faults)")
 	}
@@ -149,10 +152,10 @@ func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL
 	if err != nil {
 		return nil, err
 	}
-	return loadtest.StartSeparateProcesses(ctx, dbURL, exe, opts, log, stackOpts...)
+	return stack.StartSeparateProcesses(ctx, dbURL, exe, opts, log, stackOpts...)
 }
 
-func writeReports(rep *loadtest.Report, jsonPath, htmlPath string) error {
+func writeReports(rep *report.Report, jsonPath, htmlPath string) error {
 	write := func(path string, fn func(io.Writer) error) error {
 		if path == "" {
 			return nil

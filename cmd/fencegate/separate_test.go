@@ -13,6 +13,8 @@ import (
 
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // TestDebugListenerOffByDefault: serve has no debug listener unless
@@ -49,17 +51,17 @@ func TestSeparateProcesses(t *testing.T) {
 	ln.Close()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stack, err := loadtest.StartSeparateProcesses(ctx, pgtest.ServerURL(), exe,
-		loadtest.SeparateOptions{GatewayDebugListen: debugAddr, BareProducers: 1}, log)
+	stk, err := stack.StartSeparateProcesses(ctx, pgtest.ServerURL(), exe,
+		stack.SeparateOptions{GatewayDebugListen: debugAddr, BareProducers: 1}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stack.Close()
+	defer stk.Close()
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize = 4, 1, 20, 256
 	sc.Duration, sc.Rate = 2*time.Second, 10
 	sc.FreezeEvery, sc.ChurnEvery, sc.Naive = 0, 0, false
-	rep, err := loadtest.Run(ctx, stack, sc, loadtest.Options{Logger: log})
+	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +75,11 @@ func TestSeparateProcesses(t *testing.T) {
 	if rep.CPU.GatewaySecondsPerGiB <= 0 || rep.CPU.DirectSecondsPerGiB <= 0 || rep.CPU.BareSecondsPerGiB <= 0 {
 		t.Fatalf("CPU per GiB not measured: %+v", rep.CPU)
 	}
-	if rep.CPU.Phases["gateway"].CPU[loadtest.ProcGateway] <= 0 {
+	if rep.CPU.Phases["gateway"].CPU[report.ProcGateway] <= 0 {
 		t.Fatalf("the gateway process used no CPU in the gateway phase: %+v", rep.CPU.Phases)
 	}
-	for _, p := range []string{loadtest.ProcBroker, loadtest.ProcGateway, loadtest.ProcMaterializer,
-		loadtest.ProcHarness, loadtest.ProcDirect, loadtest.ProcBare} {
+	for _, p := range []string{report.ProcBroker, report.ProcGateway, report.ProcMaterializer,
+		report.ProcHarness, report.ProcDirect, report.ProcBare} {
 		if rep.RSSMiB[p] <= 0 {
 			t.Errorf("no resident memory for %s: %v", p, rep.RSSMiB)
 		}
@@ -94,7 +96,7 @@ func TestSeparateProcesses(t *testing.T) {
 	if code, body := get("http://" + debugAddr + "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Fatalf("debug listener: %d %.200s", code, body)
 	}
-	if code, _ := get(stack.GatewayURL + "/debug/pprof/"); code == http.StatusOK {
+	if code, _ := get(stk.GatewayURL + "/debug/pprof/"); code == http.StatusOK {
 		t.Fatal("the API port serves pprof")
 	}
 }

@@ -1,4 +1,4 @@
-package loadtest
+package stack
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
-// childGateway is a `fencegate serve` child process that the harness can
+// ChildGateway is a `fencegate serve` child process that the harness can
 // kill -9 and restart on the same port (FM10: a replica dies after a
 // commit, before its reply), or pause with SIGSTOP and resume (FM25: a
 // replica freezes mid-commit while its leases move elsewhere).
-type childGateway struct {
+type ChildGateway struct {
 	exe  string
 	args []string
 	// env carries the secrets (barrier key, SASL password): argv is
@@ -88,7 +88,7 @@ func writeChildConfig(s *Stack) (string, error) {
 	return cfg, os.WriteFile(cfg, s.configYAML(), 0o600)
 }
 
-func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*childGateway, error) {
+func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*ChildGateway, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*chi
 	if s.Kafka.SASLPassword != "" {
 		env = append(env, "FENCEGATE_KAFKA_SASL_PASSWORD="+s.Kafka.SASLPassword)
 	}
-	return &childGateway{exe: exe, log: log, addr: addr, args: args, env: env}, nil
+	return &ChildGateway{exe: exe, log: log, addr: addr, args: args, env: env}, nil
 }
 
 // kafkaArgs are the serve flags of conn, its password left out (it goes
@@ -122,7 +122,7 @@ func kafkaArgs(c kafkaconn.Config) []string {
 }
 
 // start runs the child and waits until it is ready.
-func (c *childGateway) start(ctx context.Context) error {
+func (c *ChildGateway) start(ctx context.Context) error {
 	c.mu.Lock()
 	cmd := exec.Command(c.exe, c.args...)
 	cmd.Env = c.env
@@ -148,7 +148,7 @@ func (c *childGateway) start(ctx context.Context) error {
 }
 
 // kill sends SIGKILL and reaps the child.
-func (c *childGateway) kill() {
+func (c *ChildGateway) kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd == nil {
@@ -159,10 +159,10 @@ func (c *childGateway) kill() {
 	c.cmd = nil
 }
 
-func (c *childGateway) stop() { c.kill() }
+func (c *ChildGateway) stop() { c.kill() }
 
 // signal sends sig to the child, if it runs.
-func (c *childGateway) signal(sig os.Signal) {
+func (c *ChildGateway) signal(sig os.Signal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd != nil {
@@ -170,11 +170,11 @@ func (c *childGateway) signal(sig os.Signal) {
 	}
 }
 
-// freeze is the replica-freeze fault: SIGSTOP for at least d and until
+// Freeze is the replica-freeze fault: SIGSTOP for at least d and until
 // overtaken reports true or 2d passed (the process sees no time pass on
 // its own, but its monotonic clock moves), then SIGCONT. It always resumes
 // the child.
-func (c *childGateway) freeze(overtaken func() bool, d time.Duration) {
+func (c *ChildGateway) Freeze(overtaken func() bool, d time.Duration) {
 	c.signal(syscall.SIGSTOP)
 	defer c.signal(syscall.SIGCONT)
 	ctx := context.Background()
@@ -184,10 +184,10 @@ func (c *childGateway) freeze(overtaken func() bool, d time.Duration) {
 	}
 }
 
-// drainAndRestart sends SIGTERM, waits for the child's graceful drain and
+// DrainAndRestart sends SIGTERM, waits for the child's graceful drain and
 // exit (SIGKILL after limit), starts it again on the same address, and
 // returns how long the exit took.
-func (c *childGateway) drainAndRestart(ctx context.Context, limit time.Duration) time.Duration {
+func (c *ChildGateway) DrainAndRestart(ctx context.Context, limit time.Duration) time.Duration {
 	c.mu.Lock()
 	cmd := c.cmd
 	c.mu.Unlock()
@@ -214,11 +214,22 @@ func (c *childGateway) drainAndRestart(ctx context.Context, limit time.Duration)
 	return took
 }
 
-// killAndRestart is the gateway-kill fault.
-func (c *childGateway) killAndRestart(ctx context.Context) {
+// KillAndRestart is the gateway-kill fault.
+func (c *ChildGateway) KillAndRestart(ctx context.Context) {
 	c.log.Warn("killing the gateway child with SIGKILL")
 	c.kill()
 	if err := c.start(context.WithoutCancel(ctx)); err != nil {
 		c.log.Error("restarting the gateway child", "error", err)
+	}
+}
+
+// wait pauses for d or until ctx ends: the polls of a child's readiness
+// and the length of a freeze.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }

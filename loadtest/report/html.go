@@ -1,4 +1,4 @@
-package loadtest
+package report
 
 import (
 	"fmt"
@@ -20,10 +20,19 @@ const notMeasured = "not measured"
 // Chart geometry: the plot area inside the SVG, leaving room for the axes'
 // tick labels and titles.
 const (
-	chartW, chartH         = 900, 260
-	plotLeft, plotRight    = 70.0, 880.0
-	plotTop, plotBottom    = 16.0, 210.0
+	chartW, chartH      = 900, 260
+	plotLeft, plotRight = 70.0, 880.0
+	plotTop, plotBottom = 16.0, 210.0
+)
+
+// Colours of the charts' series and marks. Within one chart no two are of
+// nearly the same hue (TestLegendColoursDistinct): the p50 line beside the
+// blue handover marks is teal, not a second blue.
+const (
 	markHandover, markFail = "#5b6ee1", "#d43a3a"
+	colorRecords           = "#2a9d5b"
+	colorP50, colorP99     = "#1b9e8a", "#bf2a7f"
+	colorFenced            = "#e08a1e"
 )
 
 // chart is one SVG chart with axes: a line chart over the run's seconds, or
@@ -140,12 +149,13 @@ func (c *chart) yAxis(maxV float64) func(float64) float64 {
 type lineSeries struct {
 	name  string
 	color string
-	value func(second) (float64, bool)
+	value func(Second) (float64, bool)
 }
 
-// timelineChart draws lines over the run's seconds with handovers (blue)
-// and fences or refused stale writes (red) marked.
-func timelineChart(title, ylabel string, tl []second, lines []lineSeries) chart {
+// timelineChart draws lines over the run's seconds, with handovers (blue)
+// and fences or refused stale writes (red) marked when marked is set (not
+// in a chart whose lines are those events).
+func timelineChart(title, ylabel string, tl []Second, marked bool, lines []lineSeries) chart {
 	c := newChart(title, ylabel, "seconds since the start of the gateway phase")
 	if len(tl) == 0 {
 		c.Empty = notMeasured + " (no timeline)"
@@ -168,6 +178,9 @@ func timelineChart(title, ylabel string, tl []second, lines []lineSeries) chart 
 		c.XTicks = append(c.XTicks, tick{Pos: x(int(v)), Label: num(v)})
 	}
 	for i, s := range tl {
+		if !marked {
+			break
+		}
 		if s.Handovers > 0 {
 			c.Marks = append(c.Marks, mark{X: x(i), Color: markHandover, Title: fmt.Sprintf("%d s: %d handovers", i, s.Handovers)})
 		}
@@ -187,8 +200,10 @@ func timelineChart(title, ylabel string, tl []second, lines []lineSeries) chart 
 		c.Legend = append(c.Legend, legend{X: lx, Color: l.color, Name: l.name})
 		lx += 20 + 7*float64(len(l.name)+4)
 	}
-	c.Legend = append(c.Legend, legend{X: lx, Color: markHandover, Name: "| handover"},
-		legend{X: lx + 110, Color: markFail, Name: "| fenced or stale refused"})
+	if marked {
+		c.Legend = append(c.Legend, legend{X: lx, Color: markHandover, Name: "| handover"},
+			legend{X: lx + 110, Color: markFail, Name: "| fenced or stale refused"})
+	}
 	return c
 }
 
@@ -219,13 +234,13 @@ func latencyChart(rep *Report) chart {
 			name  string
 			v     float64
 			color string
-		}{{"p50", k.q.P50, "#2a7fbf"}, {"p99", k.q.P99, "#bf2a7f"}} {
+		}{{"p50", k.q.P50, colorP50}, {"p99", k.q.P99, colorP99}} {
 			bx := mid - 70 + float64(j)*72
 			c.Bars = append(c.Bars, bar{X: bx, Y: y(p.v), W: 68, H: c.Bottom - y(p.v), Color: p.color,
 				Title: fmt.Sprintf("%s %s: %.1f ms", k.name, p.name, p.v), Label: fmt.Sprintf("%s %.1f", p.name, p.v)})
 		}
 	}
-	c.Legend = []legend{{X: c.Left, Color: "#2a7fbf", Name: "p50"}, {X: c.Left + 60, Color: "#bf2a7f", Name: "p99"}}
+	c.Legend = []legend{{X: c.Left, Color: colorP50, Name: "p50"}, {X: c.Left + 60, Color: colorP99, Name: "p99"}}
 	return c
 }
 
@@ -252,6 +267,7 @@ func measured(ok bool, format string, v ...any) cell {
 	return text(fmt.Sprintf(format, v...))
 }
 
+// every says how often a fault was injected: "off" when it was not.
 func every(sec float64) cell {
 	if sec <= 0 {
 		return text("off")
@@ -267,6 +283,7 @@ type invariantRow struct {
 // view is what the template renders.
 type view struct {
 	Pass       cell
+	Run        [][2]cell
 	Scenario   [][2]cell
 	Invariants []invariantRow
 	Ledger     LedgerCheck
@@ -282,7 +299,7 @@ func (rep *Report) view() view {
 	if s.Rate > 0 {
 		rate = text(fmt.Sprintf("%s batches/s per lease", num(s.Rate)))
 	}
-	v := view{Pass: verdict(rep.Pass)}
+	v := view{Pass: verdict(rep.Pass), Run: rep.Run.cells()}
 	v.Scenario = [][2]cell{
 		{text("leases x workers per lease"), text(fmt.Sprintf("%d x %d", s.Leases, s.WorkersPerLease))},
 		{text("batch"), text(fmt.Sprintf("%d records of %d B", s.BatchSize, s.RecordSize))},
@@ -293,33 +310,11 @@ func (rep *Report) view() view {
 		{text("forced handover (churn)"), every(s.ChurnEveryS)},
 		{text("ambiguous commit (EndTxn held)"), every(s.AmbiguityEveryS)},
 	}
-	inv := rep.Invariants
-	v.Invariants = []invariantRow{
-		{"I1 token order", "tokens of a lease only grow along its partition", inv.I1},
-		{"I2 no stale write", "no record of a superseded generation after the new barrier", inv.I2},
-		{"I3 no acknowledged loss", "every acknowledged batch is in the topic", inv.I3},
-		{"I4 no early acknowledgement", "no batch acknowledged before its commit", inv.I4},
-	}
+	v.Invariants = rep.invariantRows()
 	v.Ledger = rep.Ledger
 
-	g, d, n := rep.Gateway, rep.Direct, rep.Naive
-	direct := d.Seconds > 0
-	naive := n.Records > 0
-	v.Baselines = [][]cell{
-		{text("records written"), text(thousands(g.Records)), measured(direct, "%s", thousands(d.Records)), measured(naive, "%s", thousands(n.Records))},
-		{text("records/s"), text(num(rep.Throughput.GatewayRecordsPerS)), measured(direct, "%s", num(rep.Throughput.DirectRecordsPerS)), text(notMeasured)},
-		{text("throughput relative to direct"), measured(direct, "%.2f", rep.Throughput.RatioGatewayDirect), measured(direct, "1.00"), text(notMeasured)},
-		{text("batch latency p50"), measured(rep.LatencyMs.Produce.Count > 0, "%.1f ms", rep.LatencyMs.Produce.P50), measured(direct && d.P50Ms > 0, "%.1f ms", d.P50Ms), text(notMeasured)},
-		{text("batch latency p99"), measured(rep.LatencyMs.Produce.Count > 0, "%.1f ms", rep.LatencyMs.Produce.P99), measured(direct && d.P99Ms > 0, "%.1f ms", d.P99Ms), text(notMeasured)},
-		{text("stale records accepted"), verdictCount(g.StaleAccepted), text("no stale writers"), measured(naive, "%s", thousands(n.StaleAccepted))},
-	}
-	for _, row := range v.Baselines {
-		for i := range row {
-			if row[i].Text == notMeasured {
-				row[i].Class = "nm"
-			}
-		}
-	}
+	v.Baselines = rep.baselineRows()
+	g := rep.Gateway
 	v.Gateway = [][2]cell{
 		{text("batches committed"), text(thousands(g.Batches))},
 		{text("handovers"), text(thousands(g.Handovers))},
@@ -328,30 +323,65 @@ func (rep *Report) view() view {
 		{text("... refused"), text(thousands(g.StaleRefused))},
 		{text("... accepted"), verdictCount(g.StaleAccepted)},
 		{text("errors seen by workers"), text(thousands(g.Errors))},
-		{text("sessions left after the run"), measured(g.SessionsAfterRun >= 0, "%d", g.SessionsAfterRun)},
-		{text("process threads before / after"), measured(g.ThreadsBefore > 0 && g.ThreadsAfter > 0, "%d / %d", g.ThreadsBefore, g.ThreadsAfter)},
+		{text("sessions left after the run"), rep.sessionsLeft()},
+		{text("process threads before / after"), rep.threads("%d / %d")},
 	}
 	v.Gateway = append(v.Gateway, rep.processCells()...)
-	tl := rep.Timeline
-	always := func(f func(second) float64) func(second) (float64, bool) {
-		return func(s second) (float64, bool) { return f(s), true }
+	tl := wholeSeconds(rep.Timeline, rep.Scenario.DurationS)
+	always := func(f func(Second) float64) func(Second) (float64, bool) {
+		return func(s Second) (float64, bool) { return f(s), true }
 	}
-	withBatches := func(f func(second) float64) func(second) (float64, bool) {
-		return func(s second) (float64, bool) { return f(s), s.Batches > 0 }
+	withBatches := func(f func(Second) float64) func(Second) (float64, bool) {
+		return func(s Second) (float64, bool) { return f(s), s.Batches > 0 }
 	}
 	v.Charts = []chart{
-		timelineChart("Throughput", "records per second", tl, []lineSeries{
-			{"committed records/s", "#2a9d5b", always(func(s second) float64 { return float64(s.Records) })}}),
-		timelineChart("Batch latency", "milliseconds", tl, []lineSeries{
-			{"p50", "#2a7fbf", withBatches(func(s second) float64 { return s.P50Ms })},
-			{"p99", "#bf2a7f", withBatches(func(s second) float64 { return s.P99Ms })}}),
-		timelineChart("Handovers, fences and refused stale writes", "events per second", tl, []lineSeries{
-			{"handovers", markHandover, always(func(s second) float64 { return float64(s.Handovers) })},
-			{"producers fenced", "#e08a1e", always(func(s second) float64 { return float64(s.Fences) })},
-			{"stale writes refused", markFail, always(func(s second) float64 { return float64(s.Refused) })}}),
+		timelineChart("Throughput", "records per second", tl, true, []lineSeries{
+			{"committed records/s", colorRecords, always(func(s Second) float64 { return float64(s.Records) })}}),
+		timelineChart("Batch latency", "milliseconds", tl, true, []lineSeries{
+			{"p50", colorP50, withBatches(func(s Second) float64 { return s.P50Ms })},
+			{"p99", colorP99, withBatches(func(s Second) float64 { return s.P99Ms })}}),
+		timelineChart("Handovers, fences and refused stale writes", "events per second", tl, false, []lineSeries{
+			{"handovers", markHandover, always(func(s Second) float64 { return float64(s.Handovers) })},
+			{"producers fenced", colorFenced, always(func(s Second) float64 { return float64(s.Fences) })},
+			{"stale writes refused", markFail, always(func(s Second) float64 { return float64(s.Refused) })}}),
 	}
 	v.Latency = latencyChart(rep)
 	return v
+}
+
+// baselineRows are the table of the gateway beside its baselines, in
+// both reports: a baseline that did not run is "not measured", never a 0.
+func (rep *Report) baselineRows() [][]cell {
+	g, d, n := rep.Gateway, rep.Direct, rep.Naive
+	direct := d.Seconds > 0
+	naive := n.Records > 0
+	rows := [][]cell{
+		{text("records written"), text(thousands(g.Records)), measured(direct, "%s", thousands(d.Records)), measured(naive, "%s", thousands(n.Records))},
+		{text("records/s"), text(num(rep.Throughput.GatewayRecordsPerS)), measured(direct, "%s", num(rep.Throughput.DirectRecordsPerS)), text(notMeasured)},
+		{text("throughput relative to direct"), measured(direct, "%.2f", rep.Throughput.RatioGatewayDirect), measured(direct, "1.00"), text(notMeasured)},
+		{text("batch latency p50"), measured(rep.LatencyMs.Produce.Count > 0, "%.1f ms", rep.LatencyMs.Produce.P50), measured(direct && d.P50Ms > 0, "%.1f ms", d.P50Ms), text(notMeasured)},
+		{text("batch latency p99"), measured(rep.LatencyMs.Produce.Count > 0, "%.1f ms", rep.LatencyMs.Produce.P99), measured(direct && d.P99Ms > 0, "%.1f ms", d.P99Ms), text(notMeasured)},
+		{text("stale records accepted"), verdictCount(g.StaleAccepted), text("no stale writers"), measured(naive, "%s", thousands(n.StaleAccepted))},
+	}
+	for _, row := range rows {
+		for i := range row {
+			if row[i].Text == notMeasured {
+				row[i].Class = "nm"
+			}
+		}
+	}
+	return rows
+}
+
+// wholeSeconds are the seconds of the timeline that lie wholly inside a
+// gateway phase of durationS: a second the phase ends in, or one after it
+// (batches in flight at the end, answered later), holds a fraction of a
+// second's load and would plot as a drop (durationS 0: all of tl).
+func wholeSeconds(tl []Second, durationS float64) []Second {
+	if durationS <= 0 {
+		return tl
+	}
+	return tl[:min(len(tl), int(math.Floor(durationS)))]
 }
 
 // verdictCount shows a count that must be zero, marked pass or fail.
@@ -375,6 +405,9 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:
 </style></head><body>
 <h1>fencegate loadtest: <span class="{{.Pass.Class}}">{{.Pass.Text}}</span></h1>
 <p class="note">Pass: every invariant and the ledger check hold, the gateway accepted no stale record, and no session outlived the run.</p>
+
+<h2>Run</h2>
+<table>{{range .Run}}<tr><th class="l">{{(index . 0).Text}}</th><td class="l">{{(index . 1).Text}}</td></tr>{{end}}</table>
 
 <h2>Scenario</h2>
 <table>{{range .Scenario}}<tr><th class="l">{{(index . 0).Text}}</th><td class="l">{{(index . 1).Text}}</td></tr>{{end}}</table>

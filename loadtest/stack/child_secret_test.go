@@ -1,4 +1,4 @@
-package loadtest
+package stack
 
 import (
 	"log/slog"

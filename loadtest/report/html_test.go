@@ -1,4 +1,4 @@
-package loadtest
+package report
 
 import (
 	"bytes"
@@ -22,9 +22,9 @@ func TestHTMLReportSaysNotMeasured(t *testing.T) {
 	rep.Gateway = GatewayFigures{Records: 300, Batches: 30, Seconds: 3, Handovers: 7, SessionsAfterRun: -1}
 	rep.LatencyMs.Produce = Quantiles{P50: 12.5, P99: 40, Count: 30}
 	rep.LatencyMs.Handover = Quantiles{P50: 30, P99: 90, Count: 7}
-	rep.Timeline = []second{{Records: 100, Batches: 10, P50Ms: 12, P99Ms: 40, Handovers: 4},
+	rep.Timeline = []Second{{Records: 100, Batches: 10, P50Ms: 12, P99Ms: 40, Handovers: 4},
 		{Records: 0, Batches: 0}, {Records: 200, Batches: 20, P50Ms: 13, P99Ms: 35, Handovers: 3, Refused: 1}}
-	rep.finish()
+	rep.Finish()
 	var b bytes.Buffer
 	if err := rep.WriteHTML(&b); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package loadtest
+package stack
 
 import (
 	"context"
@@ -36,8 +36,9 @@ const (
 	// WorkerToken is the bearer token of the harness's workers.
 	WorkerToken = "loadtest-token"
 	barrierKey  = "loadtest-barrier-key-0123456789"
-	// commitTimeout of the embedded gateway; ambiguity holds EndTxn longer.
-	commitTimeout = 2 * time.Second
+	// CommitTimeout is the embedded gateway's commit timeout; the
+	// ambiguity fault holds EndTxn longer.
+	CommitTimeout = 2 * time.Second
 )
 
 // harnessLimits are the gateway's HTTP limits in the harness: the defaults
@@ -77,7 +78,7 @@ type Stack struct {
 	gw *gateway.Gateway
 	// children are the gateway replicas as child processes
 	// (StartEmbeddedReplicas only), at GatewayURLs.
-	children    []*childGateway
+	children    []*ChildGateway
 	GatewayURLs []string
 	// separate: every component is a child process whose CPU and memory
 	// the harness samples (StartSeparateProcesses only).
@@ -128,6 +129,12 @@ func WithLimits(c gateway.ServerConfig) StackOption {
 	}
 }
 
+// InFlightCaps are the in-flight caps of the gateways the harness started;
+// ok is false for an external gateway, whose caps it does not know.
+func (s *Stack) InFlightCaps() (caps gateway.ServerConfig, ok bool) {
+	return s.caps(), len(s.tokens) > 0
+}
+
 // caps are the in-flight caps of the gateways the stack starts.
 func (s *Stack) caps() gateway.ServerConfig {
 	if s.limits.MaxInFlight == 0 {
@@ -164,9 +171,9 @@ func clientName(i int) string {
 	return fmt.Sprintf("loadtest-%d", i)
 }
 
-// workerTokens are the bearer tokens workers use: the registered clients'
+// WorkerTokens are the bearer tokens workers use: the registered clients'
 // or, for an external gateway, Token.
-func (s *Stack) workerTokens() []string {
+func (s *Stack) WorkerTokens() []string {
 	if len(s.tokens) > 0 {
 		return s.tokens
 	}
@@ -174,7 +181,7 @@ func (s *Stack) workerTokens() []string {
 }
 
 // Clients is the number of API clients the workers are spread over.
-func (s *Stack) Clients() int { return len(s.workerTokens()) }
+func (s *Stack) Clients() int { return len(s.WorkerTokens()) }
 
 // configYAML is the routes and clients file of the harness's gateways:
 // the children read it (--config), the in-process gateway takes its
@@ -184,24 +191,25 @@ func (s *Stack) configYAML() []byte {
 	fmt.Fprintf(&b, "transactional_id_prefix: loadtest\nroutes:\n"+
 		"  - {pattern: \"shard:*\", topic: %s, partitions: %d}\n  - {pattern: \"naive:*\", topic: %s, partitions: %d}\nclients:\n",
 		LeaseTopic, Partitions, NaiveTopic, Partitions)
-	for i, tok := range s.workerTokens() {
+	for i, tok := range s.WorkerTokens() {
 		fmt.Fprintf(&b, "  - {name: %s, token_sha256: %s, allow: [\"shard:*\"]}\n", clientName(i), gateway.HashToken(tok))
 	}
 	return []byte(b.String())
 }
 
-// urls are the gateway replicas' URLs (one for an in-process or external
+// URLs are the gateway replicas' URLs (one for an in-process or external
 // gateway).
-func (s *Stack) urls() []string {
+func (s *Stack) URLs() []string {
 	if len(s.GatewayURLs) > 0 {
 		return s.GatewayURLs
 	}
 	return []string{s.GatewayURL}
 }
 
-// liveSessions returns the embedded gateway's live sessions after its
-// background producer closes finished, or -1 when not embedded.
-func (s *Stack) liveSessions() int {
+// LiveSessions returns the embedded gateway's live sessions after its
+// background producer closes finished, or -1 when not embedded (not
+// measured: the report says so).
+func (s *Stack) LiveSessions() int {
 	if s.gw == nil {
 		return -1
 	}
@@ -234,17 +242,17 @@ func (s *Stack) Close() {
 	}
 }
 
-// newRouter returns the routes of the harness: shard:* on LeaseTopic by
+// NewRouter returns the routes of the harness: shard:* on LeaseTopic by
 // number, naive:* on NaiveTopic.
-func newRouter() (*txnmap.Router, error) {
+func NewRouter() (*txnmap.Router, error) {
 	return txnmap.NewRouter("loadtest", []txnmap.Route{
 		{Pattern: "shard:*", Topic: LeaseTopic, Partitions: Partitions},
 		{Pattern: "naive:*", Topic: NaiveTopic, Partitions: Partitions},
 	})
 }
 
-// leaseTopic is the topic of the shard:* leases.
-func (s *Stack) leaseTopic() string {
+// Topic is the topic of the shard:* leases.
+func (s *Stack) Topic() string {
 	if s.topic != "" {
 		return s.topic
 	}
@@ -325,7 +333,7 @@ func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, with
 	s.cluster = cluster
 	s.closers = append(s.closers, cluster.Close)
 	s.Kafka = kafkaconn.Config{Brokers: strings.Join(cluster.ListenAddrs(), ",")}
-	if s.Router, err = newRouter(); err != nil {
+	if s.Router, err = NewRouter(); err != nil {
 		return nil, err
 	}
 	if withGateway {
@@ -390,7 +398,7 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 	}
 	g, err := gateway.New(store, s.Router, gateway.Config{Replica: "loadtest-gateway",
 		Kafka: gateway.KafkaConfig{Config: s.Kafka}, BarrierKey: []byte(barrierKey),
-		CommitTimeout: commitTimeout, Logger: log.With("component", "gateway")})
+		CommitTimeout: CommitTimeout, Logger: log.With("component", "gateway")})
 	if err != nil {
 		return err
 	}
@@ -436,10 +444,27 @@ func (s *Stack) startMaterializer(ctx context.Context, log *slog.Logger) error {
 	return nil
 }
 
-// holdNextEndTxn makes the embedded broker hold the next EndTxn for d,
+// InProcessBroker reports whether the stack's broker is kfake in this
+// process, whose requests the harness can hold (HoldNextEndTxn).
+func (s *Stack) InProcessBroker() bool { return s.cluster != nil }
+
+// Children are the gateway replicas that run as child processes, in the
+// order of GatewayURLs (none for an in-process or external gateway).
+func (s *Stack) Children() []*ChildGateway { return s.children }
+
+// Separate returns the options of a stack whose components run as
+// separate processes; ok is false for any other stack.
+func (s *Stack) Separate() (opts SeparateOptions, ok bool) {
+	if s.separate == nil {
+		return SeparateOptions{}, false
+	}
+	return s.separate.opts, true
+}
+
+// HoldNextEndTxn makes the embedded broker hold the next EndTxn for d,
 // longer than the gateway's commit timeout: the commit's outcome is
 // unknown to the gateway (FM22). It reports whether a hold was armed.
-func (s *Stack) holdNextEndTxn(d time.Duration) bool {
+func (s *Stack) HoldNextEndTxn(d time.Duration) bool {
 	if s.cluster == nil || !s.ambiguity.TryLock() {
 		return false
 	}
@@ -458,8 +483,8 @@ func (s *Stack) holdNextEndTxn(d time.Duration) bool {
 	return true
 }
 
-// errNotEmbedded: a fault needs the embedded broker.
-var errNotEmbedded = errors.New("this fault needs --embedded")
+// ErrNotEmbedded is returned for a fault that needs the embedded broker.
+var ErrNotEmbedded = errors.New("this fault needs --embedded")
 
 // loopbackOnly refuses targets off this machine: the harness generates
 // load and injects faults, and must never point them at a shared system.

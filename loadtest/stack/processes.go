@@ -1,19 +1,16 @@
-package loadtest
+package stack
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/kafkaconn"
+	"github.com/fencegate/fencegate/loadtest/report"
 )
 
 // Separate processes (`loadtest --embedded --separate-processes`): the
@@ -40,21 +38,20 @@ import (
 // /proc/<pid>/status, sampled every samplePeriod; the report keeps each
 // process's peak.
 
+// The hidden subcommands of the fencegate binary that the stack starts as
+// child processes; cmd/fencegate/hidden.go implements both, on
+// startDevBroker (the broker of `fencegate dev`) and on the baselines of
+// package loadtest.
+const (
+	CommandDevBroker = "devbroker"
+	CommandBaseline  = "loadtest-baseline"
+)
+
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat.
 const clockTicks = 100
 
 // samplePeriod is how often RSS (and CPU, for restarted children) is read.
 const samplePeriod = 250 * time.Millisecond
-
-// Process names in the report.
-const (
-	ProcBroker       = "broker"
-	ProcGateway      = "gateway"
-	ProcMaterializer = "materializer"
-	ProcHarness      = "harness"
-	ProcDirect       = "direct"
-	ProcBare         = "bare"
-)
 
 // SeparateOptions tune StartSeparateProcesses.
 type SeparateOptions struct {
@@ -78,25 +75,25 @@ type SeparateOptions struct {
 type separate struct {
 	exe   string
 	opts  SeparateOptions
-	procs []process
+	procs []Process
 }
 
-// process is a child (or the harness itself) whose CPU and memory are
-// sampled; pid is read at each sample because a restarted child has a new
+// Process is a child (or the harness itself) whose CPU and memory are
+// sampled; PID is read at each sample because a restarted child has a new
 // one (0: not running).
-type process struct {
-	name string
-	pid  func() int
+type Process struct {
+	Name string
+	PID  func() int
 }
 
-// signalMaterializer sends sig to the materializer child (separate
+// SignalMaterializer sends sig to the materializer child (separate
 // processes only; a no-op otherwise).
-func (s *Stack) signalMaterializer(sig syscall.Signal) error {
+func (s *Stack) SignalMaterializer(sig syscall.Signal) error {
 	if s.separate == nil {
 		return nil
 	}
 	for _, p := range s.separate.procs {
-		if pid := p.pid(); p.name == ProcMaterializer && pid > 0 {
+		if pid := p.PID(); p.Name == report.ProcMaterializer && pid > 0 {
 			return syscall.Kill(pid, sig)
 		}
 	}
@@ -120,7 +117,7 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	if err := s.freshDatabase(ctx, serverURL); err != nil {
 		return nil, err
 	}
-	if s.Router, err = newRouter(); err != nil {
+	if s.Router, err = NewRouter(); err != nil {
 		return nil, err
 	}
 	cfg, err := writeChildConfig(s)
@@ -155,9 +152,9 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 		return nil, err
 	}
 	s.closers = append(s.closers, mat.stop)
-	sep.procs = []process{
-		{ProcBroker, broker.pid}, {ProcGateway, c.pid}, {ProcMaterializer, mat.pid},
-		{ProcHarness, os.Getpid},
+	sep.procs = []Process{
+		{report.ProcBroker, broker.pid}, {report.ProcGateway, c.pid}, {report.ProcMaterializer, mat.pid},
+		{report.ProcHarness, os.Getpid},
 	}
 	s.separate = sep
 	ok = true
@@ -186,7 +183,7 @@ func (c *child) stop() {
 }
 
 // pid of the gateway child (0 while it is not running).
-func (c *childGateway) pid() int {
+func (c *ChildGateway) pid() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd == nil {
@@ -212,7 +209,7 @@ func startBroker(ctx context.Context, exe, cfg string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "devbroker", "--listen", addr, "--config", cfg,
+	cmd := exec.Command(exe, CommandDevBroker, "--listen", addr, "--config", cfg,
 		"--topic", DirectTopic, "--partitions", strconv.Itoa(Partitions))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -308,10 +305,10 @@ func (t *tail) String() string {
 	return strings.TrimSpace(string(t.buf))
 }
 
-// sampler accumulates the CPU ticks and peak RSS of processes over one
+// Sampler accumulates the CPU ticks and peak RSS of processes over one
 // phase of the run.
-type sampler struct {
-	procs []process
+type Sampler struct {
+	procs []Process
 	start time.Time
 	mu    sync.Mutex
 	last  map[string][2]int64 // name -> pid, ticks at the last sample
@@ -321,13 +318,13 @@ type sampler struct {
 	done  chan struct{}
 }
 
-// startSampling samples the stack's processes (and extra) until stop; nil
+// StartSampling samples the stack's processes (and extra) until Stop; nil
 // when the stack's components do not run as separate processes.
-func (s *Stack) startSampling(extra ...process) *sampler {
+func (s *Stack) StartSampling(extra ...Process) *Sampler {
 	if s.separate == nil {
 		return nil
 	}
-	sm := &sampler{procs: append(append([]process{}, s.separate.procs...), extra...), start: time.Now(),
+	sm := &Sampler{procs: append(append([]Process{}, s.separate.procs...), extra...), start: time.Now(),
 		last: map[string][2]int64{}, ticks: map[string]int64{}, rssKB: map[string]int64{},
 		stopc: make(chan struct{}), done: make(chan struct{})}
 	sm.sample(true)
@@ -350,11 +347,11 @@ func (s *Stack) startSampling(extra ...process) *sampler {
 // sample reads every process once. The first sample of a pid only sets
 // its starting point; a pid first seen later (a restarted child) counts
 // from its start.
-func (sm *sampler) sample(first bool) {
+func (sm *Sampler) sample(first bool) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	for _, p := range sm.procs {
-		pid := p.pid()
+		pid := p.PID()
 		if pid <= 0 {
 			continue
 		}
@@ -362,39 +359,39 @@ func (sm *sampler) sample(first bool) {
 		if err != nil {
 			continue // exited between the pid and the read
 		}
-		prev, seen := sm.last[p.name]
+		prev, seen := sm.last[p.Name]
 		switch {
 		case seen && prev[0] == int64(pid):
-			sm.ticks[p.name] += ticks - prev[1]
+			sm.ticks[p.Name] += ticks - prev[1]
 		case !first:
-			sm.ticks[p.name] += ticks
+			sm.ticks[p.Name] += ticks
 		}
-		sm.last[p.name] = [2]int64{int64(pid), ticks}
-		if kb := procRSSKB(pid); kb > sm.rssKB[p.name] {
-			sm.rssKB[p.name] = kb
+		sm.last[p.Name] = [2]int64{int64(pid), ticks}
+		if kb := procRSSKB(pid); kb > sm.rssKB[p.Name] {
+			sm.rssKB[p.Name] = kb
 		}
 	}
 }
 
-// phaseUsage is what a sampler measured over one phase.
-type phaseUsage struct {
-	seconds float64
-	cpu     map[string]float64 // CPU seconds by process
-	rssKB   map[string]int64   // peak
+// Usage is what a Sampler measured over one phase.
+type Usage struct {
+	Seconds float64
+	CPU     map[string]float64 // CPU seconds by process
+	RSSKB   map[string]int64   // peak
 }
 
-// stop takes a last sample and returns the phase's figures (nil sampler:
+// Stop takes a last sample and returns the phase's figures (nil Sampler:
 // nil).
-func (sm *sampler) stop() *phaseUsage {
+func (sm *Sampler) Stop() *Usage {
 	if sm == nil {
 		return nil
 	}
 	close(sm.stopc)
 	<-sm.done
 	sm.sample(false)
-	u := &phaseUsage{seconds: time.Since(sm.start).Seconds(), cpu: map[string]float64{}, rssKB: sm.rssKB}
+	u := &Usage{Seconds: time.Since(sm.start).Seconds(), CPU: map[string]float64{}, RSSKB: sm.rssKB}
 	for _, p := range sm.procs {
-		u.cpu[p.name] = float64(sm.ticks[p.name]) / clockTicks
+		u.CPU[p.Name] = float64(sm.ticks[p.Name]) / clockTicks
 	}
 	return u
 }
@@ -439,103 +436,20 @@ func procRSSKB(pid int) int64 {
 	return 0
 }
 
-// CPUFigures attribute CPU to processes (separate processes only).
-type CPUFigures struct {
-	// GatewaySecondsPerGiB is the gateway process's CPU seconds in the
-	// gateway phase per GiB of record values acknowledged;
-	// DirectSecondsPerGiB the direct baseline process's (its whole life)
-	// per GiB it committed; BareSecondsPerGiB the bare-producer
-	// yardstick's.
-	GatewaySecondsPerGiB float64 `json:"gateway_seconds_per_gib"`
-	DirectSecondsPerGiB  float64 `json:"direct_seconds_per_gib"`
-	BareSecondsPerGiB    float64 `json:"bare_seconds_per_gib,omitempty"`
-	// RatioGatewayDirect is GatewaySecondsPerGiB / DirectSecondsPerGiB.
-	RatioGatewayDirect float64 `json:"ratio_gateway_direct"`
-	// Phases: by phase ("gateway", "direct", "bare"), its wall seconds and
-	// each process's CPU seconds in it.
-	Phases map[string]PhaseCPU `json:"phases"`
-}
-
-// PhaseCPU is one phase's CPU by process.
-type PhaseCPU struct {
-	Seconds float64            `json:"seconds"`
-	CPU     map[string]float64 `json:"cpu_seconds"`
-}
-
-// BareFigures are the bare-producer yardstick's: transactional producers
-// in a loop, no HTTP, no leases, no per-record delivery wait.
-type BareFigures struct {
-	Producers int     `json:"producers"`
-	Records   int64   `json:"records"`
-	Seconds   float64 `json:"seconds"`
-	// RecordsPerS and RatioDirectBare (direct records/s over these).
-	RecordsPerS     float64 `json:"records_per_s"`
-	RatioDirectBare float64 `json:"ratio_direct_bare"`
-}
-
-// addPhase records a phase's usage in the report.
-func (rep *Report) addPhase(name string, u *phaseUsage) {
-	if u == nil {
-		return
+// RunBaselineChild runs `fencegate loadtest-baseline` with args (and the
+// stack's Kafka connection) while sampling the stack's processes, the
+// child among them as name, and returns what it printed and the phase's
+// usage, the child's CPU there the kernel's account of its whole life.
+// The stack must run as separate processes.
+func (s *Stack) RunBaselineChild(ctx context.Context, name string, args []string) ([]byte, *Usage, error) {
+	if s.separate == nil {
+		return nil, nil, errors.New("a baseline child needs --separate-processes")
 	}
-	if rep.CPU == nil {
-		rep.CPU = &CPUFigures{Phases: map[string]PhaseCPU{}}
-	}
-	if rep.RSSMiB == nil {
-		rep.RSSMiB = map[string]float64{}
-	}
-	rep.CPU.Phases[name] = PhaseCPU{Seconds: u.seconds, CPU: u.cpu}
-	for p, kb := range u.rssKB {
-		rep.RSSMiB[p] = max(rep.RSSMiB[p], float64(kb)/1024)
-	}
-}
-
-const gib = 1 << 30
-
-// finishCPU computes the per-GiB figures and ratios.
-func (rep *Report) finishCPU() {
-	c := rep.CPU
-	if c == nil {
-		return
-	}
-	perGiB := func(cpu float64, records int64) float64 {
-		if records <= 0 || rep.Scenario.RecordSize <= 0 {
-			return 0
-		}
-		return cpu / (float64(records) * float64(rep.Scenario.RecordSize) / gib)
-	}
-	c.GatewaySecondsPerGiB = perGiB(c.Phases["gateway"].CPU[ProcGateway], rep.Gateway.Records)
-	c.DirectSecondsPerGiB = perGiB(c.Phases["direct"].CPU[ProcDirect], rep.Direct.Records)
-	if c.DirectSecondsPerGiB > 0 {
-		c.RatioGatewayDirect = c.GatewaySecondsPerGiB / c.DirectSecondsPerGiB
-	}
-	if b := rep.Bare; b != nil {
-		c.BareSecondsPerGiB = perGiB(c.Phases["bare"].CPU[ProcBare], b.Records)
-		if b.Seconds > 0 {
-			b.RecordsPerS = float64(b.Records) / b.Seconds
-		}
-		if b.RecordsPerS > 0 {
-			b.RatioDirectBare = rep.Throughput.DirectRecordsPerS / b.RecordsPerS
-		}
-	}
-}
-
-// baselineOutput is what `fencegate loadtest-baseline` prints.
-type baselineOutput struct {
-	Direct *DirectFigures `json:"direct,omitempty"`
-	Bare   *BareFigures   `json:"bare,omitempty"`
-}
-
-// runBaselineChild runs `fencegate loadtest-baseline` with args while
-// sampling the stack's processes, and returns its output and its CPU
-// (the kernel's account of its whole life) in the phase's usage.
-func (r *runner) runBaselineChild(ctx context.Context, name string, args []string) (*baselineOutput, *phaseUsage, error) {
-	sep := r.stack.separate
-	args = append(append([]string{"loadtest-baseline"}, args...), kafkaArgs(r.stack.Kafka)...)
-	cmd := exec.CommandContext(ctx, sep.exe, args...)
+	args = append(append([]string{CommandBaseline}, args...), kafkaArgs(s.Kafka)...)
+	cmd := exec.CommandContext(ctx, s.separate.exe, args...)
 	cmd.Env = os.Environ()
-	if r.stack.Kafka.SASLPassword != "" {
-		cmd.Env = append(cmd.Env, "FENCEGATE_KAFKA_SASL_PASSWORD="+r.stack.Kafka.SASLPassword)
+	if s.Kafka.SASLPassword != "" {
+		cmd.Env = append(cmd.Env, "FENCEGATE_KAFKA_SASL_PASSWORD="+s.Kafka.SASLPassword)
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -545,7 +459,7 @@ func (r *runner) runBaselineChild(ctx context.Context, name string, args []strin
 	pid := cmd.Process.Pid
 	var exited sync.Mutex // guards reading the pid's /proc after the reap
 	gone := false
-	sm := r.stack.startSampling(process{name, func() int {
+	sm := s.StartSampling(Process{name, func() int {
 		exited.Lock()
 		defer exited.Unlock()
 		if gone {
@@ -557,137 +471,13 @@ func (r *runner) runBaselineChild(ctx context.Context, name string, args []strin
 	exited.Lock()
 	gone = true
 	exited.Unlock()
-	u := sm.stop()
+	u := sm.Stop()
 	if werr != nil {
 		return nil, u, fmt.Errorf("%s child: %w: %s", name, werr, strings.TrimSpace(stderr.String()))
 	}
-	u.cpu[name] = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
+	u.CPU[name] = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		u.rssKB[name] = max(u.rssKB[name], ru.Maxrss) // KiB on Linux
+		u.RSSKB[name] = max(u.RSSKB[name], ru.Maxrss) // KiB on Linux
 	}
-	var out baselineOutput
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		return nil, u, fmt.Errorf("%s child output: %w", name, err)
-	}
-	return &out, u, nil
-}
-
-// directChild runs the direct baseline in its own process.
-func (r *runner) directChild(ctx context.Context, rep *Report) error {
-	out, u, err := r.runBaselineChild(ctx, ProcDirect, []string{"--mode", "direct",
-		"--producers", strconv.Itoa(r.sc.Leases), "--batch-size", strconv.Itoa(r.sc.BatchSize),
-		"--record-size", strconv.Itoa(r.sc.RecordSize), "--duration", r.baselineDuration().String()})
-	rep.addPhase("direct", u)
-	if err != nil {
-		return err
-	}
-	if out.Direct == nil {
-		return errors.New("the direct child printed no figures")
-	}
-	rep.Direct = *out.Direct
-	return nil
-}
-
-// bareChild runs the bare-producer yardstick in its own process.
-func (r *runner) bareChild(ctx context.Context, rep *Report) error {
-	n := r.stack.separate.opts.BareProducers
-	out, u, err := r.runBaselineChild(ctx, ProcBare, []string{"--mode", "bare",
-		"--producers", strconv.Itoa(n), "--batch-size", strconv.Itoa(r.sc.BatchSize),
-		"--record-size", strconv.Itoa(r.sc.RecordSize), "--duration", r.baselineDuration().String()})
-	rep.addPhase("bare", u)
-	if err != nil {
-		return err
-	}
-	if out.Bare == nil {
-		return errors.New("the bare child printed no figures")
-	}
-	rep.Bare = out.Bare
-	return nil
-}
-
-// separateBaselines runs the baselines that have a process of their own.
-func (r *runner) separateBaselines(ctx context.Context, rep *Report) error {
-	if r.sc.Direct {
-		if err := r.directChild(ctx, rep); err != nil {
-			return fmt.Errorf("direct baseline: %w", err)
-		}
-	}
-	if r.stack.separate.opts.BareProducers > 0 {
-		if err := r.bareChild(ctx, rep); err != nil {
-			return fmt.Errorf("bare-producer yardstick: %w", err)
-		}
-	}
-	return nil
-}
-
-// writeProcesses writes the per-process figures to the Markdown summary.
-func (rep *Report) writeProcesses(w io.Writer) {
-	c := rep.CPU
-	if c == nil {
-		return
-	}
-	fmt.Fprintln(w, "\n| process | CPU s (cores), gateway phase | CPU s (cores), direct phase | CPU s (cores), bare phase | peak RSS MiB |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
-	cell := func(phase, proc string) string {
-		p, ok := c.Phases[phase]
-		v, has := p.CPU[proc]
-		if !ok || !has || p.Seconds <= 0 {
-			return ""
-		}
-		return fmt.Sprintf("%.1f (%.2f)", v, v/p.Seconds)
-	}
-	for _, proc := range []string{ProcGateway, ProcBroker, ProcMaterializer, ProcHarness, ProcDirect, ProcBare} {
-		if _, ok := rep.RSSMiB[proc]; !ok {
-			continue
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f |\n", proc, cell("gateway", proc), cell("direct", proc), cell("bare", proc), rep.RSSMiB[proc])
-	}
-	fmt.Fprintf(w, "\nCPU per GiB of record values: gateway process %.1f s, direct producer process %.1f s (ratio %.2f)",
-		c.GatewaySecondsPerGiB, c.DirectSecondsPerGiB, c.RatioGatewayDirect)
-	if b := rep.Bare; b != nil {
-		fmt.Fprintf(w, ", bare producers %.1f s\nbare-producer yardstick: %d producers, %.0f records/s; direct / bare %.2f",
-			c.BareSecondsPerGiB, b.Producers, b.RecordsPerS, b.RatioDirectBare)
-	}
-	fmt.Fprintln(w)
-}
-
-// processCells are the HTML report's rows of the per-process figures.
-func (rep *Report) processCells() [][2]cell {
-	c := rep.CPU
-	if c == nil {
-		return nil
-	}
-	rows := [][2]cell{
-		{text("gateway process CPU per GiB"), text(fmt.Sprintf("%.1f s", c.GatewaySecondsPerGiB))},
-		{text("direct producer process CPU per GiB"), text(fmt.Sprintf("%.1f s (gateway / direct %.2f)", c.DirectSecondsPerGiB, c.RatioGatewayDirect))},
-	}
-	if b := rep.Bare; b != nil {
-		rows = append(rows, [2]cell{text(fmt.Sprintf("bare producers (%d) records/s", b.Producers)),
-			text(fmt.Sprintf("%s (direct / bare %.2f; %.1f CPU s per GiB)", num(b.RecordsPerS), b.RatioDirectBare, c.BareSecondsPerGiB))})
-	}
-	for _, phase := range []string{"gateway", "direct", "bare"} {
-		p, ok := c.Phases[phase]
-		if !ok || p.Seconds <= 0 {
-			continue
-		}
-		var parts []string
-		for _, proc := range sortedNames(p.CPU) {
-			parts = append(parts, fmt.Sprintf("%s %.2f", proc, p.CPU[proc]/p.Seconds))
-		}
-		rows = append(rows, [2]cell{text("cores by process, " + phase + " phase"), text(strings.Join(parts, ", "))})
-	}
-	var parts []string
-	for _, proc := range sortedNames(rep.RSSMiB) {
-		parts = append(parts, fmt.Sprintf("%s %.0f", proc, rep.RSSMiB[proc]))
-	}
-	return append(rows, [2]cell{text("peak resident memory, MiB"), text(strings.Join(parts, ", "))})
-}
-
-func sortedNames(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return stdout.Bytes(), u, nil
 }

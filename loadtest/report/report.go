@@ -1,4 +1,4 @@
-package loadtest
+package report
 
 import (
 	"encoding/json"
@@ -6,12 +6,13 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"time"
 )
 
 // Report holds every figure of a run. JSON keys are stable: scripts and CI
 // read them.
 type Report struct {
+	// Run says when, by which build and with which command line.
+	Run        RunInfo         `json:"run"`
 	Scenario   ScenarioFigures `json:"scenario"`
 	Invariants struct {
 		I1 Invariant `json:"I1"`
@@ -58,7 +59,7 @@ type Report struct {
 	// MaterializerPaused: the materializer was stopped for the gateway
 	// phase (--pause-materializer), so no reader shared the broker with it.
 	MaterializerPaused bool     `json:"materializer_paused,omitempty"`
-	Timeline           []second `json:"timeline"`
+	Timeline           []Second `json:"timeline"`
 	// CPU, RSSMiB and Bare: with the components as separate processes
 	// only (--separate-processes), CPU seconds by process and phase, peak
 	// resident memory by process, and the bare-producer yardstick.
@@ -68,6 +69,17 @@ type Report struct {
 	// Pass: every invariant and the ledger hold and the gateway accepted no
 	// stale record.
 	Pass bool `json:"pass"`
+}
+
+// Second is one second of the timeline.
+type Second struct {
+	Records   int64   `json:"records"`
+	Batches   int64   `json:"batches"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+	Handovers int64   `json:"handovers"`
+	Fences    int64   `json:"fences"`
+	Refused   int64   `json:"stale_refused"`
 }
 
 // ScenarioFigures is the scenario as run, durations in seconds.
@@ -166,63 +178,13 @@ type Quantiles struct {
 	Count uint64  `json:"count"`
 }
 
-func quantiles(h *Histogram) Quantiles {
+// QuantilesOf returns h's p50 and p99 in milliseconds and its count.
+func QuantilesOf(h *Histogram) Quantiles {
 	return Quantiles{P50: h.Ms(0.5), P99: h.Ms(0.99), Count: h.Count()}
 }
 
-// report collects the gateway phase's figures.
-func (r *runner) report() *Report {
-	rep := &Report{}
-	sc := r.sc
-	rep.Scenario = ScenarioFigures{Leases: sc.Leases, WorkersPerLease: sc.WorkersPerLease, BatchSize: sc.BatchSize,
-		RecordSize: sc.RecordSize, Rate: sc.Rate, DurationS: sc.Duration.Seconds(), TTLMs: sc.TTL.Milliseconds(),
-		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds(),
-		Clients: r.stack.Clients()}
-	if len(r.stack.tokens) > 0 { // a gateway the harness started
-		caps := r.stack.caps()
-		rep.Scenario.MaxInFlight, rep.Scenario.MaxInFlightPerClient = caps.MaxInFlight, caps.MaxInFlightPerClient
-	}
-	st := r.st
-	rep.Gateway = GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
-		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
-		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),
-		Replicas: len(r.stack.urls()), ReplicaFreezes: st.replicaFreezes.Load(),
-		AnswersByCode: st.answersByCode, ErrorsByCall: st.errorsByCall, AcquiresDeferred: st.deferred.Load(), StaleByLayer: st.staleByLayer, Rehomes: st.rehomes.Load(),
-		DrainSeconds: st.drainTook.Seconds(), RehomeSeconds: st.rehomeTook.Seconds(), DrainErrors: st.drainErrors}
-	rep.Gateway.SessionsAfterRun = r.stack.liveSessions()
-	rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter = r.threadsBefore, threadCount()
-	rep.LatencyMs.Produce = quantiles(&st.produce)
-	rep.LatencyMs.Handover = quantiles(&st.handover)
-	rep.LatencyMs.Renew = quantiles(&st.renew)
-	rep.Timeline = st.seconds()
-	rep.splitAtSteady(st, sc.Duration)
-	return rep
-}
-
-// splitAtSteady fills ColdStart and Steady from the stats of a gateway
-// phase of length d.
-func (rep *Report) splitAtSteady(st *stats, d time.Duration) {
-	c := &rep.ColdStart
-	c.Leases, c.Handover, c.Errors, c.Seconds = st.wantLeases, quantiles(&st.coldHandover), st.coldErrors.Load(), -1
-	st.mu.Lock()
-	at := st.steadyAt
-	st.mu.Unlock()
-	if at.IsZero() {
-		return
-	}
-	c.Seconds = at.Sub(st.start).Seconds()
-	s := &rep.Steady
-	s.Seconds = d.Seconds() - c.Seconds
-	if s.Seconds > 0 {
-		s.RecordsPerS = float64(st.steadyStats.records.Load()) / s.Seconds
-	}
-	s.LatencyMs.Produce = quantiles(&st.steadyStats.produce)
-	s.LatencyMs.Handover = quantiles(&st.steadyStats.handover)
-	s.LatencyMs.Renew = quantiles(&st.steadyStats.renew)
-}
-
-// finish computes the derived figures and the overall verdict.
-func (rep *Report) finish() {
+// Finish computes the derived figures and the overall verdict.
+func (rep *Report) Finish() {
 	t := &rep.Throughput
 	if rep.Gateway.Seconds > 0 {
 		t.GatewayRecordsPerS = float64(rep.Gateway.Records) / rep.Gateway.Seconds
@@ -254,12 +216,16 @@ func passText(ok bool) string {
 	return "FAIL"
 }
 
-// WriteMarkdown writes the summary printed at the end of a run.
+// WriteMarkdown writes the summary printed at the end of a run. Its
+// baseline table has the HTML report's rows (baselineRows), so both say
+// "not measured" for the same figures.
 func (rep *Report) WriteMarkdown(w io.Writer) {
 	s := rep.Scenario
 	fmt.Fprintf(w, "## fencegate loadtest: %s\n\n", passText(rep.Pass))
-	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze every %.0fs, churn every %.0fs, ambiguity every %.0fs\n\n",
-		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, s.FreezeEveryS, s.ChurnEveryS, s.AmbiguityEveryS)
+	fmt.Fprintf(w, "run: %s\n\n", rep.Run.summary())
+	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze %s, churn %s, ambiguity %s\n\n",
+		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, every(s.FreezeEveryS).Text, every(s.ChurnEveryS).Text,
+		every(s.AmbiguityEveryS).Text)
 	fmt.Fprintf(w, "API clients: %d", s.Clients)
 	if s.MaxInFlightPerClient > 0 {
 		fmt.Fprintf(w, "; the gateway's in-flight caps: %d, %d per client", s.MaxInFlight, s.MaxInFlightPerClient)
@@ -267,52 +233,84 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprint(w, "\n\n")
 	fmt.Fprintln(w, "| invariant | result | checked | violations |")
 	fmt.Fprintln(w, "|---|---|---|---|")
-	for _, row := range []struct {
-		name string
-		inv  Invariant
-	}{{"I1 token order", rep.Invariants.I1}, {"I2 no stale write", rep.Invariants.I2},
-		{"I3 no acked loss", rep.Invariants.I3}, {"I4 no early ack", rep.Invariants.I4}} {
-		fmt.Fprintf(w, "| %s | %s | %d | %d |\n", row.name, passText(row.inv.Pass), row.inv.Checked, row.inv.Violations)
+	for _, row := range rep.invariantRows() {
+		fmt.Fprintf(w, "| %s | %s | %d | %d |\n", row.Name, passText(row.Inv.Pass), row.Inv.Checked, row.Inv.Violations)
 	}
 	fmt.Fprintf(w, "| ledger == acked batches | %s | %d | missing %d, duplicated %d (extra %d) |\n\n",
 		passText(rep.Ledger.Pass), rep.Ledger.AckedBatches, rep.Ledger.Missing, rep.Ledger.Duplicated, rep.Ledger.Extra)
 	fmt.Fprintln(w, "| | gateway | direct | naive |")
 	fmt.Fprintln(w, "|---|---|---|---|")
-	fmt.Fprintf(w, "| records/s | %.0f | %.0f | |\n", rep.Throughput.GatewayRecordsPerS, rep.Throughput.DirectRecordsPerS)
-	fmt.Fprintf(w, "| ratio to direct | %.2f | 1.00 | |\n", rep.Throughput.RatioGatewayDirect)
-	fmt.Fprintf(w, "| batch p50 / p99 ms | %.1f / %.1f | %.1f / %.1f | |\n", rep.LatencyMs.Produce.P50, rep.LatencyMs.Produce.P99, rep.Direct.P50Ms, rep.Direct.P99Ms)
-	fmt.Fprintf(w, "| stale records accepted | %d | | %d |\n", rep.Gateway.StaleAccepted, rep.Naive.StaleAccepted)
+	for _, row := range rep.baselineRows() {
+		texts := make([]string, len(row))
+		for i, c := range row {
+			texts[i] = c.Text
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(texts, " | "))
+	}
 	if rep.MaterializerPaused {
 		fmt.Fprintf(w, "\nthe materializer was paused during the gateway phase (--pause-materializer); the ledger was checked after it caught up")
 	}
-	fmt.Fprintf(w, "\ncold start: %d leases all granted after %.1fs (handover p50 / p99 %.1f / %.1f ms, %d; worker errors %d; acquires deferred 429 over the run %d)\n",
-		rep.ColdStart.Leases, rep.ColdStart.Seconds, rep.ColdStart.Handover.P50, rep.ColdStart.Handover.P99, rep.ColdStart.Handover.Count, rep.ColdStart.Errors,
-		rep.Gateway.AcquiresDeferred)
-	fmt.Fprintf(w, "steady state (%.1fs): %.0f records/s (ratio to direct %.2f); batch p50 / p99 %.1f / %.1f ms; handover p50 / p99 %.1f / %.1f ms (%d); renew p50 / p99 %.1f / %.1f ms (%d)\n",
-		rep.Steady.Seconds, rep.Steady.RecordsPerS, rep.Steady.RatioGatewayDirect,
+	rep.writeColdStart(w)
+	directRate := rep.Throughput.DirectRecordsPerS > 0
+	fmt.Fprintf(w, "steady state (%.1fs): %.0f records/s (ratio to direct %s); batch p50 / p99 %.1f / %.1f ms; handover p50 / p99 %.1f / %.1f ms (%d); renew p50 / p99 %.1f / %.1f ms (%d)\n",
+		rep.Steady.Seconds, rep.Steady.RecordsPerS, measured(directRate, "%.2f", rep.Steady.RatioGatewayDirect).Text,
 		rep.Steady.LatencyMs.Produce.P50, rep.Steady.LatencyMs.Produce.P99,
 		rep.Steady.LatencyMs.Handover.P50, rep.Steady.LatencyMs.Handover.P99, rep.Steady.LatencyMs.Handover.Count,
 		rep.Steady.LatencyMs.Renew.P50, rep.Steady.LatencyMs.Renew.P99, rep.Steady.LatencyMs.Renew.Count)
 	fmt.Fprintf(w, "whole phase: handover p50 / p99: %.1f / %.1f ms (%d); renew p50 / p99: %.1f / %.1f ms (%d)\n",
 		rep.LatencyMs.Handover.P50, rep.LatencyMs.Handover.P99, rep.LatencyMs.Handover.Count,
 		rep.LatencyMs.Renew.P50, rep.LatencyMs.Renew.P99, rep.LatencyMs.Renew.Count)
-	fmt.Fprintf(w, "writes of overtaken generations: %d, refused: %d, by layer: %s; producers fenced: %d; errors: %d %s\n",
+	fmt.Fprintf(w, "writes of overtaken generations: %d, refused: %d, by layer: %s; producers fenced: %d; errors: %d%s\n",
 		rep.Gateway.StaleAttempts, rep.Gateway.StaleRefused, counts(rep.Gateway.StaleByLayer), rep.Gateway.Fenced, rep.Gateway.Errors,
-		counts(rep.Gateway.ErrorsByCall))
+		breakdown(rep.Gateway.ErrorsByCall))
 	fmt.Fprintf(w, "replicas: %d, replica freezes: %d; answers: %s; definite refusals found committed: %d\n",
 		rep.Gateway.Replicas, rep.Gateway.ReplicaFreezes, counts(rep.Gateway.AnswersByCode), rep.Gateway.DefiniteButCommitted)
 	if rep.Gateway.DrainSeconds > 0 {
 		fmt.Fprintf(w, "drain: SIGTERM to exit %.2fs, every lease it held moved within %.2fs, re-homes %d, worker errors meanwhile %d\n",
 			rep.Gateway.DrainSeconds, rep.Gateway.RehomeSeconds, rep.Gateway.Rehomes, rep.Gateway.DrainErrors)
 	}
-	fmt.Fprintf(w, "sessions left after the run: %d; process threads before/after: %d/%d\n",
-		rep.Gateway.SessionsAfterRun, rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter)
+	fmt.Fprintf(w, "sessions left after the run: %s; process threads before/after: %s\n",
+		rep.sessionsLeft().Text, rep.threads("%d/%d").Text)
 	rep.writeProcesses(w)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {
 		for _, ex := range inv.Examples {
 			fmt.Fprintf(w, "- %s\n", ex)
 		}
 	}
+}
+
+// writeColdStart writes the cold start's line: how long until every lease
+// had been granted once, or that some never was.
+func (rep *Report) writeColdStart(w io.Writer) {
+	c := rep.ColdStart
+	after := fmt.Sprintf("all granted after %.1fs", c.Seconds)
+	if c.Seconds < 0 {
+		after = "not all granted during the run"
+	}
+	fmt.Fprintf(w, "\ncold start: %d leases %s (handover p50 / p99 %.1f / %.1f ms, %d; worker errors %d; acquires deferred 429 over the run %d)\n",
+		c.Leases, after, c.Handover.P50, c.Handover.P99, c.Handover.Count, c.Errors, rep.Gateway.AcquiresDeferred)
+}
+
+// sessionsLeft are the live sessions after the run; an external
+// gateway's are not measured (-1).
+func (rep *Report) sessionsLeft() cell {
+	n := rep.Gateway.SessionsAfterRun
+	return measured(n >= 0, "%d", n)
+}
+
+// threads are the harness process's OS threads before and after the run.
+func (rep *Report) threads(format string) cell {
+	g := rep.Gateway
+	return measured(g.ThreadsBefore > 0 && g.ThreadsAfter > 0, format, g.ThreadsBefore, g.ThreadsAfter)
+}
+
+// breakdown is counts of m after a space, or nothing when m is empty (a
+// count of 0 needs no "none" after it).
+func breakdown(m map[string]int64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return " " + counts(m)
 }
 
 // counts prints a count map in key order ("none" when empty).

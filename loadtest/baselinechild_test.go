@@ -1,0 +1,30 @@
+package loadtest
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+)
+
+// TestBaselineChildFlagsRoundTrip: what the harness passes to the
+// baseline child (Args) is what the child parses (Register), for either
+// mode: both ends share one definition of the flags.
+func TestBaselineChildFlagsRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, want := range []BaselineChild{
+		{Mode: BaselineDirect, Producers: 7, BatchSize: 3, RecordSize: 0, Duration: 1500 * time.Millisecond},
+		{Mode: BaselineBare, Producers: 2, BatchSize: 250, RecordSize: 4096, Duration: time.Minute},
+	} {
+		fs := flag.NewFlagSet("loadtest-baseline", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var got BaselineChild
+		got.Register(fs)
+		if err := fs.Parse(want.Args()); err != nil {
+			t.Fatalf("%+v: %v", want, err)
+		}
+		if got != want {
+			t.Errorf("passed %+v, the child parsed %+v", want, got)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package loadtest
+
+import (
+	"time"
+
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
+)
+
+// report collects the gateway phase's figures.
+func (r *runner) report() *report.Report {
+	rep := &report.Report{}
+	sc := r.sc
+	rep.Scenario = report.ScenarioFigures{Leases: sc.Leases, WorkersPerLease: sc.WorkersPerLease, BatchSize: sc.BatchSize,
+		RecordSize: sc.RecordSize, Rate: sc.Rate, DurationS: sc.Duration.Seconds(), TTLMs: sc.TTL.Milliseconds(),
+		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds(),
+		Clients: r.stack.Clients()}
+	if caps, ok := r.stack.InFlightCaps(); ok { // a gateway the harness started
+		rep.Scenario.MaxInFlight, rep.Scenario.MaxInFlightPerClient = caps.MaxInFlight, caps.MaxInFlightPerClient
+	}
+	st := r.st
+	rep.Gateway = report.GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
+		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
+		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),
+		Replicas: len(r.stack.URLs()), ReplicaFreezes: st.replicaFreezes.Load(),
+		AnswersByCode: st.answersByCode, ErrorsByCall: st.errorsByCall, AcquiresDeferred: st.deferred.Load(), StaleByLayer: st.staleByLayer, Rehomes: st.rehomes.Load(),
+		DrainSeconds: st.drainTook.Seconds(), RehomeSeconds: st.rehomeTook.Seconds(), DrainErrors: st.drainErrors}
+	rep.Gateway.SessionsAfterRun = r.stack.LiveSessions()
+	rep.Gateway.ThreadsBefore, rep.Gateway.ThreadsAfter = r.threadsBefore, threadCount()
+	rep.LatencyMs.Produce = report.QuantilesOf(&st.produce)
+	rep.LatencyMs.Handover = report.QuantilesOf(&st.handover)
+	rep.LatencyMs.Renew = report.QuantilesOf(&st.renew)
+	rep.Timeline = st.seconds()
+	splitAtSteady(rep, st, sc.Duration)
+	return rep
+}
+
+// splitAtSteady fills rep's ColdStart and Steady from the stats of a gateway
+// phase of length d.
+func splitAtSteady(rep *report.Report, st *stats, d time.Duration) {
+	c := &rep.ColdStart
+	c.Leases, c.Handover, c.Errors, c.Seconds = st.wantLeases, report.QuantilesOf(&st.coldHandover), st.coldErrors.Load(), -1
+	st.mu.Lock()
+	at := st.steadyAt
+	st.mu.Unlock()
+	if at.IsZero() {
+		return
+	}
+	c.Seconds = at.Sub(st.start).Seconds()
+	s := &rep.Steady
+	s.Seconds = d.Seconds() - c.Seconds
+	if s.Seconds > 0 {
+		s.RecordsPerS = float64(st.steadyStats.records.Load()) / s.Seconds
+	}
+	s.LatencyMs.Produce = report.QuantilesOf(&st.steadyStats.produce)
+	s.LatencyMs.Handover = report.QuantilesOf(&st.steadyStats.handover)
+	s.LatencyMs.Renew = report.QuantilesOf(&st.steadyStats.renew)
+}
+
+// addPhase records a phase's usage u (nil: not sampled) in rep.
+func addPhase(rep *report.Report, name string, u *stack.Usage) {
+	if u != nil {
+		rep.AddPhase(name, u.Seconds, u.CPU, u.RSSKB)
+	}
+}

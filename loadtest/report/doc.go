@@ -1,0 +1,11 @@
+// Package report holds the figures of one load run (Report) and writes
+// them as JSON (stable keys that scripts read), as the Markdown summary
+// printed at the end of a run, and as a self-contained HTML page with
+// charts. It also holds the latency Histogram the harness records into.
+//
+// A figure that was not measured (a baseline that did not run, a count
+// that an external gateway does not expose) reads "not measured" in
+// both the Markdown and the HTML, never as a 0 or a -1. The invariants'
+// names and statements are written once (Invariants), as docs/design.md
+// states them. It imports nothing of fencegate.
+package report

@@ -1,0 +1,19 @@
+// Package stack brings up what the load harness drives: a fresh database
+// on a Postgres server, a broker (kfake in process, or an external
+// cluster), one or more gateways and a materializer, in this process
+// (StartEmbedded, StartEmbeddedOn), with the gateways as child processes
+// that faults can kill, freeze and drain (StartEmbeddedReplicas), or with
+// every component a child process whose CPU and memory it samples from
+// /proc (StartSeparateProcesses, StartSampling). External describes a
+// running gateway instead.
+//
+// It guarantees that the harness targets loopback only (External refuses
+// anything else), that children get their secrets (barrier key, SASL
+// password) in the environment and never in argv, and that Close stops
+// everything it started, in reverse order. The children are the fencegate
+// binary's own commands: serve, materialize, and the hidden CommandDevBroker
+// and CommandBaseline, implemented in one file, cmd/fencegate/hidden.go.
+//
+// No production package imports it; `fencegate loadtest` and the tests of
+// cmd/fencegate and loadtest do.
+package stack
