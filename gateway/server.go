@@ -445,14 +445,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if status >= 500 {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "code", e.Code, "error", err)
 	}
-	doc := map[string]any{}
-	for k, v := range e.Extra {
-		doc[k] = v
-	}
-	p := problem{Type: "https://fencegate.dev/problems/" + string(e.Code), Title: http.StatusText(status),
-		Status: status, Detail: e.Detail, Code: e.Code}
-	raw, _ := json.Marshal(p)
-	_ = json.Unmarshal(raw, &doc)
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	if e.Code == CodeTooManyRequests {
 		c.Response().Header().Set("Retry-After", "1")
@@ -465,7 +457,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Connection", "close")
 	}
 	c.Response().WriteHeader(status)
-	_ = json.NewEncoder(c.Response()).Encode(doc)
+	_ = json.NewEncoder(c.Response()).Encode(problemOf(e))
 }
 
 // errorOf also maps echo's own errors (unknown route, wrong method).
