@@ -292,7 +292,7 @@ func (s *Server) release(c echo.Context) error {
 	}
 	token, perr := strconv.ParseInt(q.Get("token"), 10, 64)
 	if perr != nil || token <= 0 {
-		return errorf(CodeInvalidRequest, "token query parameter must be a positive integer")
+		return errorf(CodeInvalidRequest, "query parameter \"token\" must be a positive integer, got %q", q.Get("token"))
 	}
 	if err := s.g.Release(c.Request().Context(), client(c), name, owner, token); err != nil {
 		return err
