@@ -17,6 +17,7 @@ const (
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
 	CodeLeaseHeld        = "lease_held"
 	CodeLeaseLost        = "lease_lost"
 	CodeFenced           = "fenced"
@@ -140,6 +141,7 @@ var reactions = map[string]reaction{
 	CodeUnauthorized:     refuse,
 	CodeForbidden:        refuse,
 	CodeNotFound:         refuse,
+	CodeMethodNotAllowed: refuse,
 	CodePayloadTooLarge:  refuse,
 	CodeLeaseHeld:        held,
 	CodeLeaseLost:        lost,

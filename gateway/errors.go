@@ -19,6 +19,7 @@ const (
 	CodeUnauthorized     Code = "unauthorized"
 	CodeForbidden        Code = "forbidden"
 	CodeNotFound         Code = "not_found"
+	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeLeaseHeld        Code = "lease_held"
 	CodeLeaseLost        Code = "lease_lost"
 	CodeFenced           Code = "fenced"
@@ -45,6 +46,8 @@ func statusOf(c Code) int {
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
+	case CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	case CodeLeaseHeld, CodeLeaseLost, CodeFenced, CodeNotHolder, CodeGenerationEnded:
 		return http.StatusConflict
 	case CodePayloadTooLarge:

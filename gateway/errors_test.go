@@ -43,6 +43,9 @@ func TestEveryCodesProblemKeepsItsMembers(t *testing.T) {
 		{"unauthorized", errorf(CodeUnauthorized, "who"), base(CodeUnauthorized, "who", nil)},
 		{"forbidden", errorf(CodeForbidden, "no"), base(CodeForbidden, "no", nil)},
 		{"not_found", leasestore.ErrNotFound, base(CodeNotFound, leasestore.ErrNotFound.Error(), nil)},
+		{"not_found for a path", echo.ErrNotFound, base(CodeNotFound, "no such route", nil)},
+		{"method_not_allowed", echo.ErrMethodNotAllowed,
+			base(CodeMethodNotAllowed, "this method is not served at this path; the Allow header lists those that are", nil)},
 		{"lease_held", &leasestore.HeldError{Name: "shard:1", Owner: "w-17", Token: 4, ExpiresAt: expires},
 			base(CodeLeaseHeld, `lease "shard:1" held by "w-17" (token 4) until 2026-01-01T00:00:03.0000005Z`,
 				map[string]any{"holder_owner_id": "w-17", "expires_at": "2026-01-01T00:00:03.0000005Z"})},
@@ -92,7 +95,7 @@ func TestEveryCodesProblemKeepsItsMembers(t *testing.T) {
 // server's error handler writes for err.
 func renderProblem(t *testing.T, err error) (int, map[string]any) {
 	t.Helper()
-	s := &Server{log: slog.New(slog.DiscardHandler)}
+	s := &Server{log: slog.New(slog.DiscardHandler), e: echo.New()}
 	rec := httptest.NewRecorder()
 	s.handleError(err, echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/", nil), rec))
 	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {

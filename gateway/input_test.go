@@ -181,3 +181,42 @@ func TestRefusalsNameTheMemberTheTypeAndTheValue(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongMethodIs405WithAllow: a method the server does not serve on a
+// path it serves is 405 method_not_allowed with an Allow header listing
+// the methods it does serve there (after authentication, as every /v1
+// answer); a path it does not serve stays 404 not_found.
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	for _, tc := range []struct {
+		method, path, allow string
+	}{
+		{"PUT", "/v1/leases/shard:1", "DELETE, GET, PATCH"},
+		{"POST", "/v1/leases/shard:1", "DELETE, GET, PATCH"},
+		{"DELETE", "/v1/leases", "GET, POST"},
+		{"GET", "/v1/leases/shard:1/records", "POST"},
+		{"POST", "/healthz", "GET"},
+		{"HEAD", "/readyz", "GET"},
+	} {
+		rep := r.do(t, tc.method, tc.path, nil)
+		if rep.status != http.StatusMethodNotAllowed || (tc.method != "HEAD" && rep.code() != "method_not_allowed") {
+			t.Errorf("%s %s: %d %s, want 405 method_not_allowed", tc.method, tc.path, rep.status, rep.raw)
+		}
+		if got := rep.header.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+		if ct := rep.header.Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("%s %s: content type %q", tc.method, tc.path, ct)
+		}
+	}
+	for _, path := range []string{"/v1/nothing", "/v1/leases/shard:1/other", "/v2/leases"} {
+		if rep := r.do(t, "PUT", path, nil); rep.status != http.StatusNotFound || rep.code() != "not_found" || rep.header.Get("Allow") != "" {
+			t.Errorf("PUT %s: %d %s (Allow %q), want 404 not_found", path, rep.status, rep.raw, rep.header.Get("Allow"))
+		}
+	}
+	if rep := r.doAs(t, "", "PUT", "/v1/leases/shard:1", nil); rep.status != http.StatusUnauthorized {
+		t.Errorf("PUT without credentials: %d %s, want 401", rep.status, rep.raw)
+	}
+}
