@@ -462,6 +462,7 @@ func decodeJSONHeaders(raw rawValue, lim Limits) ([]kafka.Header, *Error) {
 	}
 	bad := errorf(CodeInvalidRequest, "headers must be an object of string values")
 	if !p.byte('{') {
+		bad.Detail += ", got " + describeRaw(raw)
 		return nil, bad
 	}
 	var hs []kafka.Header
@@ -481,8 +482,10 @@ func decodeJSONHeaders(raw rawValue, lim Limits) ([]kafka.Header, *Error) {
 			return nil, bad
 		}
 		p.space()
+		at := p.i
 		value, ok := p.str()
 		if !ok {
+			bad.Detail += fmt.Sprintf(", got %s for %q", describeRaw(raw[at:]), name)
 			return nil, bad
 		}
 		if len(hs) == lim.MaxHeaders {
@@ -581,7 +584,7 @@ func (e *encoded) bytes(field string) ([]byte, *Error) {
 	switch e.Type {
 	case "BINARY":
 		if !ok {
-			return nil, errorf(CodeInvalidRequest, "%s.data must be a base64 string", field)
+			return nil, errorf(CodeInvalidRequest, "%s.data must be a base64 string, got %s", field, describeRaw(e.Data))
 		}
 		b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
 		n, err := base64.StdEncoding.Decode(b, s)
@@ -591,7 +594,7 @@ func (e *encoded) bytes(field string) ([]byte, *Error) {
 		return b[:n:n], nil
 	case "STRING":
 		if !ok {
-			return nil, errorf(CodeInvalidRequest, "%s.data must be a string", field)
+			return nil, errorf(CodeInvalidRequest, "%s.data must be a string, got %s", field, describeRaw(e.Data))
 		}
 		return s, nil
 	case "JSON":
@@ -601,5 +604,8 @@ func (e *encoded) bytes(field string) ([]byte, *Error) {
 		}
 		return buf.Bytes(), nil
 	}
-	return nil, errorf(CodeInvalidRequest, "%s.type must be BINARY, STRING or JSON", field)
+	if e.Type == "" {
+		return nil, errorf(CodeInvalidRequest, "%s.type is required: BINARY, STRING or JSON", field)
+	}
+	return nil, errorf(CodeInvalidRequest, "%s.type must be BINARY, STRING or JSON, got %s", field, describe(e.Type))
 }

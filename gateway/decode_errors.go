@@ -241,6 +241,34 @@ func describe(tok json.Token) string {
 	return fmt.Sprint(tok)
 }
 
+// describeRaw is describe for a raw JSON value that the decoder found
+// well formed: what it begins with decides its type.
+func describeRaw(raw []byte) string {
+	b := bytes.TrimLeft(raw, " \t\r\n")
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return describe(json.Delim('{'))
+	case '[':
+		return describe(json.Delim('['))
+	case '"':
+		p := jsonScan{b: b}
+		s, _ := p.str()
+		return describe(string(s))
+	case 't', 'f':
+		return describe(b[0] == 't')
+	case 'n':
+		return "null"
+	}
+	end := bytes.IndexAny(b, ",}] \t\r\n")
+	if end < 0 {
+		end = len(b)
+	}
+	return describe(json.Number(b[:end]))
+}
+
 // shownBytes is how much of a value a refusal quotes.
 const shownBytes = 40
 

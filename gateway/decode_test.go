@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -285,6 +286,18 @@ func TestRefusedBodiesNamedInJSONTerms(t *testing.T) {
 		{"produce unknown encoded member", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"key":{"typ":"STRING"}}]}`, `unknown member "records[0].key.typ"; the members here are type, data`},
 		{"produce broken data", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":"JSON","data":[1,}}]}`,
 			`malformed JSON at byte 86: invalid character '}' looking for beginning of value`},
+		{"produce STRING data as number", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":"STRING","data":5}}]}`,
+			`records[0]: value.data must be a string, got number 5`},
+		{"produce BINARY data as object", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"key":{"type":"BINARY","data":{"a":1}}}]}`,
+			`records[0]: key.data must be a base64 string, got an object`},
+		{"produce unknown type", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":"AVRO","data":"x"}}]}`,
+			`records[0]: value.type must be BINARY, STRING or JSON, got string "AVRO"`},
+		{"produce no type", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"data":"x"}}]}`,
+			`records[0]: value.type is required: BINARY, STRING or JSON`},
+		{"produce headers as number", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":5}]}`,
+			`records[0]: headers must be an object of string values, got number 5`},
+		{"produce header as boolean", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":{"a":"b","h":true}}]}`,
+			`records[0]: headers must be an object of string values, got boolean true for "h"`},
 		{"produce long string", produce, `{"owner_id":"w","token":"` + long + `"}`,
 			`member "token" must be an integer, got string "7777777777777777777777777777777777777777"... (50 bytes)`},
 	}
@@ -294,4 +307,19 @@ func TestRefusedBodiesNamedInJSONTerms(t *testing.T) {
 			t.Errorf("%s: %v, want invalid_request: %s", tc.name, err, tc.want)
 		}
 	}
+}
+
+// FuzzRefusalExplainsInvalidJSON: refusal never panics, and a body that
+// is not JSON always gets its own explanation (never the fast decoder's
+// words).
+func FuzzRefusalExplainsInvalidJSON(f *testing.F) {
+	for _, s := range []string{`{"token":"5"}`, `{"owner_id":"w",`, `[1]`, `{"records":[{"value":{"data":[[[}]}`, ``, `{"a" 1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg := refusal(body, reflect.TypeFor[*produceBody]())
+		if msg == "" && !json.Valid(body) {
+			t.Fatalf("no explanation for invalid JSON %q", body)
+		}
+	})
 }
