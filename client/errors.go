@@ -18,6 +18,7 @@ const (
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
 	CodeLeaseHeld        = "lease_held"
 	CodeLeaseLost        = "lease_lost"
 	CodeFenced           = "fenced"
@@ -143,6 +144,7 @@ var reactions = map[string]reaction{
 	CodeUnauthorized:     refuse,
 	CodeForbidden:        refuse,
 	CodeNotFound:         refuse,
+	CodeMethodNotAllowed: refuse,
 	CodePayloadTooLarge:  refuse,
 	CodeLeaseHeld:        held,
 	CodeLeaseLost:        lost,

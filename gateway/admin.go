@@ -134,8 +134,8 @@ func rolloutError(err error) error {
 		for _, l := range step.Blocking {
 			blocking = append(blocking, l.Name)
 		}
-		return &Error{Code: CodeRolloutStepRefused, Detail: err.Error(), Extra: map[string]any{
-			"pattern": step.Pattern, "rollout_state": step.From, "blocking_leases": blocking}}
+		return &Error{Code: CodeRolloutStepRefused, Detail: err.Error(),
+			Members: Members{Pattern: step.Pattern, RolloutState: step.From, BlockingLeases: blocking}}
 	case errors.Is(err, rollout.ErrMarkersUnknown):
 		return &Error{Code: CodeStoreUnavailable, Detail: err.Error() + "; take the step again"}
 	}
