@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"log/slog"
 	"maps"
+	"reflect"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -72,11 +73,18 @@ func TestEveryCodesProblemKeepsItsMembers(t *testing.T) {
 		{"store_unavailable", leasestore.ErrUnavailable, base(CodeStoreUnavailable, "lease store unavailable", nil)},
 		{"draining", errDraining(), base(CodeDraining, errDraining().Detail, nil)},
 		{"internal", errors.New("a bug"), base(CodeInternal, "internal error", nil)},
+		{"direct_client_gated", &leasestore.GatedError{Pattern: "shard:*", State: leasestore.Gated},
+			base(CodeDirectClientGated, `pattern "shard:*" is gated: clients that write Kafka directly may not take or renew its leases`,
+				map[string]any{"pattern": "shard:*", "rollout_state": "gated"})},
+		{"rollout_step_refused", rolloutError(&leasestore.StepError{Pattern: "shard:*", From: leasestore.Gated, To: leasestore.Enforced,
+			Why: "1 lease(s) held", Blocking: []leasestore.Lease{{Name: "shard:5"}}}),
+			base(CodeRolloutStepRefused, `rollout "shard:*": gated -> enforced refused: 1 lease(s) held`,
+				map[string]any{"pattern": "shard:*", "rollout_state": "gated", "blocking_leases": []any{"shard:5"}})},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {
 		status, got := renderProblem(t, tc.err)
-		if !maps.Equal(got, tc.want) {
+		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: rendered %v, want %v", tc.name, got, tc.want)
 		}
 		if want := int(tc.want["status"].(float64)); status != want {
