@@ -14,6 +14,7 @@ import (
 // other languages switch on it; never rename one.
 type Code string
 
+// The codes, one for each kind of refusal (docs/api.md, "Codes").
 const (
 	CodeInvalidRequest   Code = "invalid_request"
 	CodeUnauthorized     Code = "unauthorized"
@@ -114,6 +115,7 @@ type Members struct {
 	BlockingLeases []string                `json:"blocking_leases,omitempty"`
 }
 
+// Error returns the code and the detail.
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Detail }
 
 func errorf(c Code, format string, args ...any) *Error {
