@@ -30,8 +30,10 @@ const frozenLateBatches = 2
 // mixedRun is one --mixed-fleet run: the gateway workers of the runner,
 // the direct workers, and the admin client that walks the rollout.
 type mixedRun struct {
-	r       *runner
-	started time.Time
+	r *runner
+	// started and ended bound the walk (the checks and the ACL step come
+	// after it).
+	started, ended time.Time
 	admin   *client
 	direct  *client
 	// producer is the direct workers' own, as the direct principal.
@@ -92,6 +94,10 @@ type directWorker struct {
 // RunMixed runs the mixed fleet (Scenario.MixedFleet) on a stack started
 // WithMixedFleet, verifies it and returns the report.
 func RunMixed(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*report.Report, error) {
+	sc.MixedFleet = true
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
 	if !s.MixedFleet() {
 		return nil, errors.New("--mixed-fleet needs a stack started with the mixed fleet's clients (--embedded)")
 	}
@@ -104,6 +110,7 @@ func RunMixed(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*
 	m.walk(ctx)
 	rep := r.report()
 	rep.Run = runInfo(m.started, opts.Command)
+	rep.Gateway.Seconds = m.ended.Sub(m.started).Seconds()
 	m.applyACLPlan(ctx, rep)
 	if err := m.verify(ctx, rep); err != nil {
 		return rep, err
@@ -164,6 +171,7 @@ func (m *mixedRun) walk(ctx context.Context) {
 	wait(ctx, sc.StateDuration)
 	stop()
 	wg.Wait()
+	m.ended = time.Now()
 	m.status(ctx)
 }
 

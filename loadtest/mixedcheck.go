@@ -252,7 +252,7 @@ func (m *mixedRun) gateToLastLapse(ctx context.Context) (float64, error) {
 // states are the per-state figures: each state from its step's answer to
 // the next one's (the end of the run for the last).
 func (m *mixedRun) states(events []leaseEvent, lv ledgerView, batches map[string][2]int64) []report.StateFigures {
-	end := time.Now()
+	end := m.ended
 	out := make([]report.StateFigures, len(mixedStates))
 	bounds := make([]time.Time, len(mixedStates)+1)
 	for i, st := range mixedStates {
