@@ -34,8 +34,8 @@ type mixedRun struct {
 	// started and ended bound the walk (the checks and the ACL step come
 	// after it).
 	started, ended time.Time
-	admin   *client
-	direct  *client
+	admin          *client
+	direct         *client
 	// producer is the direct workers' own, as the direct principal.
 	producer *kafka.Producer
 	workers  []*directWorker
