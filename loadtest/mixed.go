@@ -294,7 +294,7 @@ func (m *mixedRun) renew(ctx context.Context, w *directWorker) {
 }
 
 func (m *mixedRun) logCall(w *directWorker, call string, sent time.Time, rep reply) {
-	if rep.status == 0 && rep.transport != "" && m.r.st != nil {
+	if rep.status == 0 {
 		m.r.st.error("direct "+call, rep)
 	}
 	c := leaseCall{Worker: w.id, Call: call, Sent: sent, Granted: rep.status == http.StatusOK || rep.status == http.StatusCreated,

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -64,6 +65,10 @@ func (m *mixedRun) verify(ctx context.Context, rep *report.Report) error {
 	for _, w := range m.writes {
 		if w.Late {
 			mixed.LateWrites += int64(len(w.Offsets))
+		}
+		if w.Err != "" {
+			mixed.DirectWriteErrors++
+			mixed.FirstWriteError = cmp.Or(mixed.FirstWriteError, w.Err)
 		}
 	}
 	gated, enforced := m.stepAt[leasestore.Gated], m.stepAt[leasestore.Enforced]

@@ -427,8 +427,8 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:
 {{range .States}}<tr><td class="l">{{.State}}</td><td>{{printf "%.2f" .FromS}}</td><td>{{printf "%.2f" .ToS}}</td><td>{{.DirectGrants}} / {{.DirectRenewals}}</td><td>{{.FencedGrants}} / {{.FencedRenewals}}</td><td>{{.DirectRecords}}</td><td>{{.DirectKept}}</td><td>{{.DirectRefused}}</td><td>{{.AckedBatches}}</td><td>{{.AckedInLedger}}</td></tr>{{end}}</table>
 <p>gate to the last direct lease lapsing: {{printf "%.2f" .GateToLastLapseS}} s; the frozen worker's late records: {{.LateWrites}}. ACL step: plan {{.ACL.Plan}}, {{.ACL.Deleted}} bindings deleted, the direct principal's next write: {{.ACL.NextWrite}} {{.ACL.Error}}</p>
 <h3>What the operator saw (admin API)</h3>
-<table><tr><th>answered s</th><th class="l">call</th><th>status</th><th class="l">answer</th></tr>
-{{range .Steps}}<tr><td>{{printf "%.2f" .AnsweredS}}</td><td class="l">{{.Method}} {{.State}}</td><td>{{.Status}}</td><td class="l"><code>{{printf "%s" .Answer}}</code></td></tr>{{end}}</table>
+<table><tr><th>asked s</th><th>answered s</th><th class="l">call</th><th>status</th><th class="l">answer</th></tr>
+{{range .Steps}}<tr><td>{{printf "%.2f" .AskedS}}</td><td>{{printf "%.2f" .AnsweredS}}</td><td class="l">{{.Method}} {{.State}}</td><td>{{.Status}}</td><td class="l"><code>{{printf "%s" .Answer}}</code></td></tr>{{end}}</table>
 {{end}}
 <h2>Invariants</h2>
 <table><tr><th class="l">invariant</th><th class="l">meaning</th><th>result</th><th>checked</th><th>violations</th></tr>

@@ -25,8 +25,12 @@ type MixedFigures struct {
 	GateToLastLapseS float64 `json:"gate_to_last_lapse_s"`
 	// LateWrites are the records the frozen direct worker wrote after it
 	// woke, once enforced was answered.
-	LateWrites int64   `json:"late_writes"`
-	ACL        ACLStep `json:"acl"`
+	LateWrites int64 `json:"late_writes"`
+	// DirectWriteErrors are direct batches with a record Kafka did not
+	// take (before the ACL step), and the first such error.
+	DirectWriteErrors int64   `json:"direct_write_errors"`
+	FirstWriteError   string  `json:"first_write_error,omitempty"`
+	ACL               ACLStep `json:"acl"`
 	// Checks are the mixed fleet's verdicts, in MixedChecks order.
 	Checks []MixedCheck `json:"checks"`
 	Pass   bool         `json:"pass"`
@@ -105,7 +109,7 @@ func (m *MixedFigures) Check(id string) MixedCheck {
 	return MixedCheck{ID: id}
 }
 
-// finishMixed sets the mixed fleet's verdict.
+// finish sets the mixed fleet's verdict: every check present and passed.
 func (m *MixedFigures) finish() {
 	m.Pass = len(m.Checks) == len(MixedChecks)
 	for _, c := range m.Checks {
@@ -113,7 +117,7 @@ func (m *MixedFigures) finish() {
 	}
 }
 
-// statement is check id's text.
+// mixedStatement is check id's statement.
 func mixedStatement(id string) string {
 	for _, t := range MixedChecks {
 		if t.ID == id {
@@ -123,7 +127,7 @@ func mixedStatement(id string) string {
 	return ""
 }
 
-// writeMixed writes the mixed fleet's section of the Markdown summary.
+// writeMarkdown writes the mixed fleet's section of the Markdown summary.
 func (m *MixedFigures) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "mixed fleet on %s: %d direct workers (one frozen past its TTL at gate, waking after enforce), %.1fs per state\n\n",
 		m.Pattern, m.DirectWorkers, m.StateSeconds)
@@ -139,12 +143,13 @@ func (m *MixedFigures) writeMarkdown(w io.Writer) {
 			s.DirectGrants, s.DirectRenewals, s.FencedGrants, s.FencedRenewals, s.DirectRecords, s.DirectKept, s.DirectRefused,
 			s.AckedBatches, s.AckedInLedger)
 	}
-	fmt.Fprintf(w, "\ngate to the last direct lease lapsing: %.2fs; the frozen worker's late records: %d\n", m.GateToLastLapseS, m.LateWrites)
+	fmt.Fprintf(w, "\ngate to the last direct lease lapsing: %.2fs; the frozen worker's late records: %d; direct write errors: %d%s\n",
+		m.GateToLastLapseS, m.LateWrites, m.DirectWriteErrors, errText(m.FirstWriteError))
 	fmt.Fprintf(w, "ACL step: plan %v, %d bindings deleted, the direct principal's next write: %s%s\n\n",
 		m.ACL.Plan, m.ACL.Deleted, m.ACL.NextWrite, errText(m.ACL.Error))
 	fmt.Fprintln(w, "what the operator saw (admin API):")
 	for _, s := range m.Steps {
-		fmt.Fprintf(w, "- %.2fs %s %s -> %d %s\n", s.AnsweredS, s.Method, s.State, s.Status, s.Answer)
+		fmt.Fprintf(w, "- %.2fs..%.2fs %s %s -> %d %s\n", s.AskedS, s.AnsweredS, s.Method, s.State, s.Status, s.Answer)
 	}
 	for _, c := range m.Checks {
 		for _, ex := range c.Examples {
