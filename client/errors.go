@@ -18,6 +18,7 @@ const (
 	CodeUnauthorized     = "unauthorized"
 	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
 	CodeLeaseHeld        = "lease_held"
 	CodeLeaseLost        = "lease_lost"
 	CodeFenced           = "fenced"
@@ -31,6 +32,11 @@ const (
 	CodeStoreUnavailable = "store_unavailable"
 	CodeDraining         = "draining"
 	CodeInternal         = "internal"
+	// CodeDirectClientGated: a client of kind direct (an old binary that
+	// writes Kafka itself) asked for a lease of a pattern not in observe.
+	CodeDirectClientGated = "direct_client_gated"
+	// CodeRolloutStepRefused: the admin API refused a rollout step.
+	CodeRolloutStepRefused = "rollout_step_refused"
 )
 
 // Sentinel errors. A lost lease's error (Lease.Err, and what Produce
@@ -77,6 +83,13 @@ type Problem struct {
 	// requested: the code the failure would have had (fenced, ...). The
 	// outcome is still unknown.
 	Cause string `json:"cause,omitempty"`
+	// Pattern and RolloutState come with direct_client_gated and
+	// rollout_step_refused: the route pattern and its rollout state;
+	// BlockingLeases with rollout_step_refused: the direct clients' live
+	// leases that enforced waits for.
+	Pattern        string   `json:"pattern,omitempty"`
+	RolloutState   string   `json:"rollout_state,omitempty"`
+	BlockingLeases []string `json:"blocking_leases,omitempty"`
 
 	// RetryAfter is the Retry-After header of a too_many_requests reply
 	// (zero when absent).
@@ -143,6 +156,7 @@ var reactions = map[string]reaction{
 	CodeUnauthorized:     refuse,
 	CodeForbidden:        refuse,
 	CodeNotFound:         refuse,
+	CodeMethodNotAllowed: refuse,
 	CodePayloadTooLarge:  refuse,
 	CodeLeaseHeld:        held,
 	CodeLeaseLost:        lost,
@@ -156,6 +170,10 @@ var reactions = map[string]reaction{
 	CodeStoreUnavailable: retry,
 	CodeDraining:         retry,
 	CodeInternal:         retry,
+	// Neither reaches a fenced worker: the first refuses direct clients,
+	// the second answers the admin API.
+	CodeDirectClientGated:  refuse,
+	CodeRolloutStepRefused: refuse,
 }
 
 // reactionTo classifies err, the error of one request. Transport errors

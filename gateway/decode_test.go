@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -242,4 +243,83 @@ func BenchmarkDecodeProduce(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRefusedBodiesNamedInJSONTerms: a body the decoder refuses is
+// answered invalid_request naming the JSON member (its path), the JSON
+// type it must have and the value it holds; a syntax error names its
+// byte. Every JSON request body is covered: acquire (and a new
+// generation, its token), renew and the JSON produce body.
+func TestRefusedBodiesNamedInJSONTerms(t *testing.T) {
+	acquire := func(b []byte) *Error { _, err := decodeAcquire(b); return err }
+	renew := func(b []byte) *Error { _, _, _, err := decodeRenew(b); return err }
+	produce := func(b []byte) *Error { _, err := decodeJSONProduce(b, "shard:1", DefaultLimits()); return err }
+	long := strings.Repeat("7", 50)
+	cases := []struct {
+		name   string
+		decode func([]byte) *Error
+		body   string
+		want   string
+	}{
+		{"renew token as string", renew, `{"owner_id":"w","token":"5","ttl_ms":1000}`, `member "token" must be an integer, got string "5"`},
+		{"renew token as fraction", renew, `{"owner_id":"w","token":1.5,"ttl_ms":1000}`, `member "token" must be an integer, got number 1.5`},
+		{"renew token too big", renew, `{"owner_id":"w","token":` + long + `,"ttl_ms":1000}`,
+			`member "token" must be an integer of at most 64 bits, got number 7777777777777777777777777777777777777777... (50 bytes)`},
+		{"renew unknown member", renew, `{"owner_id":"w","token":1,"ttl":1000}`, `unknown member "ttl"; the members here are owner_id, token, ttl_ms`},
+		{"renew cut off", renew, `{"owner_id":"w",`, `malformed JSON: the body ends after 16 bytes, before its value is complete`},
+		{"acquire ttl as string", acquire, `{"name":"shard:1","owner_id":"w","ttl_ms":"1000"}`, `member "ttl_ms" must be an integer, got string "1000"`},
+		{"acquire owner as boolean", acquire, `{"name":"shard:1","owner_id":true,"ttl_ms":1000}`, `member "owner_id" must be a string, got boolean true`},
+		{"acquire name as array", acquire, `{"name":["shard:1"],"owner_id":"w","ttl_ms":1000}`, `member "name" must be a string, got an array`},
+		{"acquire topic", acquire, `{"name":"shard:1","owner_id":"w","ttl_ms":1000,"topic":"t"}`, `unknown member "topic"; the members here are name, owner_id, ttl_ms, token`},
+		{"acquire not an object", acquire, `[1]`, `the body must be an object, got an array`},
+		{"acquire empty", acquire, ``, `the body is empty; it must be an object`},
+		{"acquire bad escape", acquire, `{"name":"\x"}`, `malformed JSON at byte 9: invalid character 'x' in string escape code`},
+		{"acquire trailing data", acquire, `{"name":"shard:1"} {}`, `malformed JSON: data after the object`},
+		{"regenerate token as string", acquire, `{"name":"shard:1","owner_id":"w","ttl_ms":1000,"token":"7"}`, `member "token" must be an integer, got string "7"`},
+		{"regenerate token as object", acquire, `{"name":"shard:1","owner_id":"w","ttl_ms":1000,"token":{"n":7}}`, `member "token" must be an integer, got an object`},
+		{"produce token as string", produce, `{"owner_id":"w","token":"5","batch_id":"b","records":[]}`, `member "token" must be an integer, got string "5"`},
+		{"produce records as object", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":{}}`, `member "records" must be an array, got an object`},
+		{"produce record as number", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{},1]}`, `member "records[1]" must be an object, got number 1`},
+		{"produce key as string", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"key":"k"}]}`, `member "records[0].key" must be an object, got string "k"`},
+		{"produce type as number", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":5,"data":"x"}}]}`, `member "records[0].value.type" must be a string, got number 5`},
+		{"produce unknown record member", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"partition":3}]}`, `unknown member "records[0].partition"; the members here are key, value, headers`},
+		{"produce unknown encoded member", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"key":{"typ":"STRING"}}]}`, `unknown member "records[0].key.typ"; the members here are type, data`},
+		{"produce broken data", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":"JSON","data":[1,}}]}`,
+			`malformed JSON at byte 86: invalid character '}' looking for beginning of value`},
+		{"produce STRING data as number", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":"STRING","data":5}}]}`,
+			`records[0]: value.data must be a string, got number 5`},
+		{"produce BINARY data as object", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"key":{"type":"BINARY","data":{"a":1}}}]}`,
+			`records[0]: key.data must be a base64 string, got an object`},
+		{"produce unknown type", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"type":"AVRO","data":"x"}}]}`,
+			`records[0]: value.type must be BINARY, STRING or JSON, got string "AVRO"`},
+		{"produce no type", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"value":{"data":"x"}}]}`,
+			`records[0]: value.type is required: BINARY, STRING or JSON`},
+		{"produce headers as number", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":5}]}`,
+			`records[0]: headers must be an object of string values, got number 5`},
+		{"produce header as boolean", produce, `{"owner_id":"w","token":1,"batch_id":"b","records":[{"headers":{"a":"b","h":true}}]}`,
+			`records[0]: headers must be an object of string values, got boolean true for "h"`},
+		{"produce long string", produce, `{"owner_id":"w","token":"` + long + `"}`,
+			`member "token" must be an integer, got string "7777777777777777777777777777777777777777"... (50 bytes)`},
+	}
+	for _, tc := range cases {
+		err := tc.decode([]byte(tc.body))
+		if err == nil || err.Code != CodeInvalidRequest || err.Detail != tc.want {
+			t.Errorf("%s: %v, want invalid_request: %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// FuzzRefusalExplainsInvalidJSON: refusal never panics, and a body that
+// is not JSON always gets its own explanation (never the fast decoder's
+// words).
+func FuzzRefusalExplainsInvalidJSON(f *testing.F) {
+	for _, s := range []string{`{"token":"5"}`, `{"owner_id":"w",`, `[1]`, `{"records":[{"value":{"data":[[[}]}`, ``, `{"a" 1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg := refusal(body, reflect.TypeFor[*produceBody]())
+		if msg == "" && !json.Valid(body) {
+			t.Fatalf("no explanation for invalid JSON %q", body)
+		}
+	})
 }

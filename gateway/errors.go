@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
@@ -13,11 +14,13 @@ import (
 // other languages switch on it; never rename one.
 type Code string
 
+// The codes, one for each kind of refusal (docs/api.md, "Codes").
 const (
 	CodeInvalidRequest   Code = "invalid_request"
 	CodeUnauthorized     Code = "unauthorized"
 	CodeForbidden        Code = "forbidden"
 	CodeNotFound         Code = "not_found"
+	CodeMethodNotAllowed Code = "method_not_allowed"
 	CodeLeaseHeld        Code = "lease_held"
 	CodeLeaseLost        Code = "lease_lost"
 	CodeFenced           Code = "fenced"
@@ -50,6 +53,8 @@ func statusOf(c Code) int {
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
+	case CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	case CodeLeaseHeld, CodeLeaseLost, CodeFenced, CodeNotHolder, CodeGenerationEnded, CodeRolloutStepRefused:
 		return http.StatusConflict
 	case CodePayloadTooLarge:
@@ -75,12 +80,42 @@ var (
 type Error struct {
 	Code   Code
 	Detail string
-	// Extra members of the problem document (e.g. the holder of a lease).
-	Extra map[string]any
+	// Members are the problem document's members beyond RFC 9457's.
+	Members
 	// outcome refines a refused batch for metrics (expired vs stale).
 	outcome string
 }
 
+// Members are the members of a problem document that some codes add to
+// RFC 9457's; each is left out when empty, and comes only with the codes
+// its comment names (docs/api.md lists them, api/openapi.yaml's Problem
+// schema too).
+type Members struct {
+	// HolderOwnerID and ExpiresAt come with lease_held: the owner holding
+	// the lease and until when (database time).
+	HolderOwnerID string    `json:"holder_owner_id,omitempty"`
+	ExpiresAt     time.Time `json:"expires_at,omitzero"`
+	// Reason comes with a lease_lost decided by the lease store, or by
+	// the local deadline (expired).
+	Reason leasestore.LostReason `json:"reason,omitempty"`
+	// Holder and HolderURL come with misdirected: the live replica that
+	// holds the session and where to resend the request.
+	Holder    string `json:"holder,omitempty"`
+	HolderURL string `json:"holder_url,omitempty"`
+	// Cause comes with some generation_ended answers: the code the
+	// failure would have had had the batch's fate been known, or
+	// causeFatal.
+	Cause string `json:"cause,omitempty"`
+	// Pattern and RolloutState come with direct_client_gated and
+	// rollout_step_refused: the route pattern and the rollout state that
+	// refused (FM21); BlockingLeases with rollout_step_refused: the live
+	// leases of direct clients that enforce waits for.
+	Pattern        string                  `json:"pattern,omitempty"`
+	RolloutState   leasestore.RolloutState `json:"rollout_state,omitempty"`
+	BlockingLeases []string                `json:"blocking_leases,omitempty"`
+}
+
+// Error returns the code and the detail.
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Detail }
 
 func errorf(c Code, format string, args ...any) *Error {
@@ -94,6 +129,14 @@ type problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	Code   Code   `json:"code"`
+	Members
+}
+
+// problemOf is the problem document of e.
+func problemOf(e *Error) problem {
+	status := statusOf(e.Code)
+	return problem{Type: "https://fencegate.dev/problems/" + string(e.Code), Title: http.StatusText(status),
+		Status: status, Detail: e.Detail, Code: e.Code, Members: e.Members}
 }
 
 // toError translates any error reaching the HTTP edge into an *Error. It is
@@ -108,13 +151,13 @@ func toError(err error) *Error {
 	var gated *leasestore.GatedError
 	switch {
 	case errors.As(err, &gated):
-		return &Error{Code: CodeDirectClientGated, Detail: err.Error(), Extra: map[string]any{
-			"pattern": gated.Pattern, "rollout_state": gated.State}}
+		return &Error{Code: CodeDirectClientGated, Detail: err.Error(),
+			Members: Members{Pattern: gated.Pattern, RolloutState: gated.State}}
 	case errors.As(err, &held):
-		return &Error{Code: CodeLeaseHeld, Detail: err.Error(), Extra: map[string]any{
-			"holder_owner_id": held.Owner, "expires_at": held.ExpiresAt}}
+		return &Error{Code: CodeLeaseHeld, Detail: err.Error(), Members: Members{
+			HolderOwnerID: held.Owner, ExpiresAt: held.ExpiresAt}}
 	case errors.As(err, &lost):
-		return &Error{Code: CodeLeaseLost, Detail: err.Error(), Extra: map[string]any{"reason": lost.Reason}}
+		return &Error{Code: CodeLeaseLost, Detail: err.Error(), Members: Members{Reason: lost.Reason}}
 	case errors.Is(err, leasestore.ErrInvalid), errors.Is(err, txnmap.ErrInvalidName),
 		errors.Is(err, txnmap.ErrNoRoute):
 		return &Error{Code: CodeInvalidRequest, Detail: err.Error()}

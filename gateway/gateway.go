@@ -489,8 +489,14 @@ func (g *Gateway) heldElsewhere(ctx context.Context, name string) *Error {
 	case !alive:
 		return nil
 	}
-	return &Error{Code: CodeMisdirected, Detail: fmt.Sprintf("lease %q is held on replica %q; send the request there", name, l.Holder),
-		Extra: map[string]any{"holder": l.Holder, "holder_url": url}}
+	return misdirected(name, l.Holder, url)
+}
+
+// misdirected is the answer of a replica without the session of a lease
+// that the live replica holder, reachable at url, holds.
+func misdirected(name, holder, url string) *Error {
+	return &Error{Code: CodeMisdirected, Detail: fmt.Sprintf("lease %q is held on replica %q; send the request there", name, holder),
+		Members: Members{Holder: holder, HolderURL: url}}
 }
 
 func lookupFailed(name string, err error) *Error {

@@ -140,3 +140,83 @@ func TestFM19_BadInputRefusedNothingWritten(t *testing.T) {
 		t.Fatalf("a refused acquire left a lease row: %+v", l)
 	}
 }
+
+// TestRefusalsNameTheMemberTheTypeAndTheValue: on every route with a
+// body or a query, a member of the wrong type, an unknown member and
+// broken JSON are 400 invalid_request whose detail names the member as
+// sent, the JSON type it must have and the value it held (not a Go field
+// name, a Go type or a value cut off).
+func TestRefusalsNameTheMemberTheTypeAndTheValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	token := r.mustAcquire(t, "shard:23", "w1", 30*time.Second)
+	lease, records := "/v1/leases/shard:23", "/v1/leases/shard:23/records"
+	cases := []struct {
+		name, method, path, body, detail string
+	}{
+		{"acquire ttl as string", "POST", "/v1/leases", `{"name":"shard:24","owner_id":"w","ttl_ms":"1000"}`,
+			`member "ttl_ms" must be an integer, got string "1000"`},
+		{"acquire unknown member", "POST", "/v1/leases", `{"name":"shard:24","owner_id":"w","ttl_ms":1000,"partition":2}`,
+			`unknown member "partition"; the members here are name, owner_id, ttl_ms, token`},
+		{"regenerate token as string", "POST", "/v1/leases", fmt.Sprintf(`{"name":"shard:23","owner_id":"w1","ttl_ms":1000,"token":"%d"}`, token),
+			fmt.Sprintf(`member "token" must be an integer, got string "%d"`, token)},
+		{"renew token as string", "PATCH", lease, `{"token":"5"}`, `member "token" must be an integer, got string "5"`},
+		{"renew broken JSON", "PATCH", lease, `{"owner_id":"w1",`, `malformed JSON: the body ends after 17 bytes, before its value is complete`},
+		{"produce owner as number", "POST", records, `{"owner_id":17,"token":1,"batch_id":"b","records":[]}`,
+			`member "owner_id" must be a string, got number 17`},
+		{"produce value as string", "POST", records, `{"owner_id":"w1","token":1,"batch_id":"b","records":[{"value":"v"}]}`,
+			`member "records[0].value" must be an object, got string "v"`},
+		{"release token not a number", "DELETE", lease + "?owner_id=w1&token=abc", "",
+			`query parameter "token" must be a positive integer, got "abc"`},
+	}
+	for _, tc := range cases {
+		var body any
+		if tc.body != "" {
+			body = tc.body
+		}
+		rep := r.do(t, tc.method, tc.path, body)
+		if rep.status != http.StatusBadRequest || rep.code() != "invalid_request" || rep.body["detail"] != tc.detail {
+			t.Errorf("%s: %d %s, want 400 invalid_request %q", tc.name, rep.status, rep.raw, tc.detail)
+		}
+	}
+}
+
+// TestWrongMethodIs405WithAllow: a method the server does not serve on a
+// path it serves is 405 method_not_allowed with an Allow header listing
+// the methods it does serve there (after authentication, as every /v1
+// answer); a path it does not serve stays 404 not_found.
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	for _, tc := range []struct {
+		method, path, allow string
+	}{
+		{"PUT", "/v1/leases/shard:1", "DELETE, GET, PATCH"},
+		{"POST", "/v1/leases/shard:1", "DELETE, GET, PATCH"},
+		{"DELETE", "/v1/leases", "GET, POST"},
+		{"GET", "/v1/leases/shard:1/records", "POST"},
+		{"POST", "/healthz", "GET"},
+		{"HEAD", "/readyz", "GET"},
+	} {
+		rep := r.do(t, tc.method, tc.path, nil)
+		if rep.status != http.StatusMethodNotAllowed || (tc.method != "HEAD" && rep.code() != "method_not_allowed") {
+			t.Errorf("%s %s: %d %s, want 405 method_not_allowed", tc.method, tc.path, rep.status, rep.raw)
+		}
+		if got := rep.header.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+		if ct := rep.header.Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("%s %s: content type %q", tc.method, tc.path, ct)
+		}
+	}
+	for _, path := range []string{"/v1/nothing", "/v1/leases/shard:1/other", "/v2/leases"} {
+		if rep := r.do(t, "PUT", path, nil); rep.status != http.StatusNotFound || rep.code() != "not_found" || rep.header.Get("Allow") != "" {
+			t.Errorf("PUT %s: %d %s (Allow %q), want 404 not_found", path, rep.status, rep.raw, rep.header.Get("Allow"))
+		}
+	}
+	if rep := r.doAs(t, "", "PUT", "/v1/leases/shard:1", nil); rep.status != http.StatusUnauthorized {
+		t.Errorf("PUT without credentials: %d %s, want 401", rep.status, rep.raw)
+	}
+}

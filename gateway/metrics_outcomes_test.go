@@ -45,7 +45,7 @@ func TestEveryBatchOutcomeExistsAtStart(t *testing.T) {
 	if n < 7 {
 		t.Fatalf("found %d outcome constants in metrics.go, want at least 7", n)
 	}
-	fencedAfterCommit := &Error{Code: CodeGenerationEnded, Extra: map[string]any{"cause": string(CodeFenced)}}
+	fencedAfterCommit := &Error{Code: CodeGenerationEnded, Members: Members{Cause: string(CodeFenced)}}
 	if got := batchOutcome(fencedAfterCommit); got != outcomeFencedOut {
 		t.Errorf("generation_ended caused by a fence counted as %s, want fenced", got)
 	}

@@ -405,21 +405,31 @@ func TestSDKCodesMatchTheServer(t *testing.T) {
 		t.Errorf("the SDK lists a code twice: %v", sdk)
 	}
 
-	var fields []string
-	pt := reflect.TypeFor[client.Problem]()
-	for i := range pt.NumField() {
-		name, _, _ := strings.Cut(pt.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			fields = append(fields, name)
-		}
-	}
+	fields := jsonNames(reflect.TypeFor[client.Problem]())
 	var members []string
 	for name := range doc.Components.Schemas["Problem"].Value.Properties {
 		members = append(members, name)
 	}
-	slices.Sort(fields)
 	slices.Sort(members)
 	if !slices.Equal(fields, members) {
 		t.Errorf("client.Problem's JSON fields %v differ from the members of the document's Problem schema %v", fields, members)
 	}
+	// The gateway's own members, after RFC 9457's five.
+	served := slices.Sorted(slices.Values(append(jsonNames(reflect.TypeFor[gateway.Members]()),
+		"type", "title", "status", "detail", "code")))
+	if !slices.Equal(served, members) {
+		t.Errorf("the members the gateway sends %v differ from the members of the document's Problem schema %v", served, members)
+	}
+}
+
+// jsonNames are the JSON member names of struct type t's fields, sorted.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return slices.Sorted(slices.Values(names))
 }

@@ -126,7 +126,7 @@ func batchOutcome(err error) string {
 	switch {
 	case e.outcome != "":
 		return e.outcome
-	case e.Code == CodeFenced, e.Code == CodeGenerationEnded && e.Extra["cause"] == string(CodeFenced):
+	case e.Code == CodeFenced, e.Code == CodeGenerationEnded && e.Cause == string(CodeFenced):
 		// A fence seen after the commit was requested is answered
 		// generation_ended (the batch may have landed), but it is still
 		// a fenced producer's batch: the refusals panel says so.
@@ -169,7 +169,7 @@ func settle(reason *Error, f fate) *Error {
 	if f == fateDead || reason.Code == CodeGenerationEnded {
 		return reason
 	}
-	return &Error{Code: CodeGenerationEnded, outcome: reason.outcome, Extra: map[string]any{"cause": string(reason.Code)},
+	return &Error{Code: CodeGenerationEnded, outcome: reason.outcome, Members: Members{Cause: string(reason.Code)},
 		Detail: "outcome unknown (" + reason.Detail + "); ask for a new generation with your current token and retry the same batch_id"}
 }
 
@@ -305,12 +305,18 @@ func (g *Gateway) endReason(s *session, step string, err error) *Error {
 		g.met.fatal.Add(context.Background(), 1)
 		g.log.Error("producer failed fatally", "fencegate.lease", s.name, "fencegate.token", s.token,
 			"messaging.kafka.producer.epoch", s.epoch, "step", step, "error", err)
-		e := errorf(CodeGenerationEnded, "%s: fatal producer error, not a fence: %v; ask for a new generation with token %d and retry the same batch_id", step, err, s.token)
-		e.Extra = map[string]any{"cause": causeFatal}
-		return e
+		return fatalEnded(step, err, s.token)
 	}
 	g.log.Warn("generation ended", "fencegate.lease", s.name, "fencegate.token", s.token, "step", step, "error", err)
 	return errorf(CodeGenerationEnded, "%s: %v; ask for a new generation with token %d and retry the same batch_id", step, err, s.token)
+}
+
+// fatalEnded is the answer to a fatal producer error that is not a fence:
+// the generation ended, with cause "fatal".
+func fatalEnded(step string, err error, token int64) *Error {
+	e := errorf(CodeGenerationEnded, "%s: fatal producer error, not a fence: %v; ask for a new generation with token %d and retry the same batch_id", step, err, token)
+	e.Cause = causeFatal
+	return e
 }
 
 // causeFatal is the cause member of a generation ended by a fatal

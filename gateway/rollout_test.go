@@ -18,8 +18,10 @@ func (b *testBundle) withAdmin(r *replica) {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	r.server.Admin(&rollout.Rollouts{Store: b.store, Router: b.router, Signer: signer, Kafka: b.kafka.Conn,
-		DirectClients: b.auth.DirectClients()}, testClients)
+	if err := r.server.Admin(&rollout.Rollouts{Store: b.store, Router: b.router, Signer: signer, Kafka: b.kafka.Conn,
+		DirectClients: b.auth.DirectClients()}, testClients); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 // step asks the admin API to move shard:* to state.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -28,6 +29,9 @@ type Server struct {
 	// routes are the templates of the registered routes: the only
 	// http.route label values (FM41).
 	routes map[string]bool
+	// served are the registered method and template pairs ("GET
+	// /healthz"): what the Allow header of a 405 lists.
+	served map[string]bool
 	// ready answers /readyz from a cached check (FM43).
 	ready *probe.Cache
 }
@@ -44,7 +48,7 @@ const (
 func NewServer(g *Gateway, auth *Authenticator) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	s := &Server{g: g, auth: auth, e: e, log: g.log, limit: newLimiter(ServerConfig{}), routes: map[string]bool{}}
+	s := &Server{g: g, auth: auth, e: e, log: g.log, limit: newLimiter(ServerConfig{}), routes: map[string]bool{}, served: map[string]bool{}}
 	s.ready = probe.New(g.Ready, probe.Config{})
 	e.HTTPErrorHandler = s.handleError
 	// A panic in a handler answers 500 problem+json and harms no session:
@@ -62,11 +66,43 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	v1.PATCH("/leases/:name", s.renew)
 	v1.DELETE("/leases/:name", s.release)
 	v1.POST("/leases/:name/records", s.produce)
+	// The group's catch-all (echo's, for its middleware to run on every
+	// /v1 path) would answer 404 for a wrong method too.
+	v1.RouteNotFound("", s.noRoute)
+	v1.RouteNotFound("/*", s.noRoute)
 	for _, r := range e.Routes() {
 		s.routes[r.Path] = true
+		s.served[r.Method+" "+r.Path] = true
 	}
 	return s
 }
+
+// noRoute answers a /v1 request that no route took: 405 when another
+// method is served at its path, else 404.
+func (s *Server) noRoute(c echo.Context) error {
+	if len(s.allowed(c.Request())) > 0 {
+		return echo.ErrMethodNotAllowed
+	}
+	return echo.ErrNotFound
+}
+
+// allowed are the methods served at r's path, in alphabetical order: the
+// router is asked, for each method, which route it takes.
+func (s *Server) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range allowable {
+		c := s.e.NewContext(r, nil)
+		s.e.Router().Find(m, echo.GetPath(r), c)
+		if s.served[m+" "+c.Path()] {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// allowable are the methods an Allow header may list.
+var allowable = []string{http.MethodConnect, http.MethodDelete, http.MethodGet, http.MethodHead,
+	http.MethodOptions, http.MethodPatch, http.MethodPost, http.MethodPut, http.MethodTrace}
 
 // Limit sets the caps on requests in flight (MaxInFlight,
 // MaxInFlightPerClient of c; zero fields take the defaults). Call it before
@@ -141,6 +177,7 @@ const MaxConcurrentScrapes = 2
 func (s *Server) route(method, path string, h echo.HandlerFunc) {
 	s.e.Add(method, path, h)
 	s.routes[path] = true
+	s.served[method+" "+path] = true
 }
 
 // measure records the request duration by route and status. Its labels
@@ -292,7 +329,7 @@ func (s *Server) release(c echo.Context) error {
 	}
 	token, perr := strconv.ParseInt(q.Get("token"), 10, 64)
 	if perr != nil || token <= 0 {
-		return errorf(CodeInvalidRequest, "token query parameter must be a positive integer")
+		return errorf(CodeInvalidRequest, "query parameter \"token\" must be a positive integer, got %q", q.Get("token"))
 	}
 	if err := s.g.Release(c.Request().Context(), client(c), name, owner, token); err != nil {
 		return err
@@ -445,17 +482,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if status >= 500 {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "code", e.Code, "error", err)
 	}
-	doc := map[string]any{}
-	for k, v := range e.Extra {
-		doc[k] = v
-	}
-	p := problem{Type: "https://fencegate.dev/problems/" + string(e.Code), Title: http.StatusText(status),
-		Status: status, Detail: e.Detail, Code: e.Code}
-	raw, _ := json.Marshal(p)
-	_ = json.Unmarshal(raw, &doc)
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
-	if e.Code == CodeTooManyRequests {
+	switch e.Code {
+	case CodeTooManyRequests:
 		c.Response().Header().Set("Retry-After", "1")
+	case CodeMethodNotAllowed:
+		c.Response().Header().Set("Allow", strings.Join(s.allowed(c.Request()), ", "))
 	}
 	// Refused before its body was read (429, 401, 403, 413 by declared
 	// length): close the connection instead of letting net/http drain the
@@ -465,7 +497,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Connection", "close")
 	}
 	c.Response().WriteHeader(status)
-	_ = json.NewEncoder(c.Response()).Encode(doc)
+	_ = json.NewEncoder(c.Response()).Encode(problemOf(e))
 }
 
 // errorOf also maps echo's own errors (unknown route, wrong method).
@@ -476,7 +508,7 @@ func (s *Server) errorOf(err error) *Error {
 		case http.StatusNotFound:
 			return errorf(CodeNotFound, "no such route")
 		case http.StatusMethodNotAllowed:
-			return errorf(CodeInvalidRequest, "method not allowed on this route")
+			return errorf(CodeMethodNotAllowed, "this method is not served at this path; the Allow header lists those that are")
 		case http.StatusRequestEntityTooLarge:
 			return errorf(CodePayloadTooLarge, "request body too large")
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
@@ -134,7 +135,7 @@ func (s *session) remembered(req ProduceRequest) (*ProduceResult, *Error) {
 // not a later generation, refused the request.
 func expiredError(name string) *Error {
 	e := errorf(CodeLeaseLost, "lease %q expired (local deadline passed)", name)
-	e.Extra = map[string]any{"reason": "expired"}
+	e.Reason = leasestore.LostExpired
 	e.outcome = outcomeExpired
 	return e
 }

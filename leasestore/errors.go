@@ -32,16 +32,19 @@ type HeldError struct {
 	ExpiresAt time.Time
 }
 
+// Error names the lease, its holder and until when.
 func (e *HeldError) Error() string {
 	return fmt.Sprintf("lease %q held by %q (token %d) until %s",
 		e.Name, e.Owner, e.Token, e.ExpiresAt.Format(time.RFC3339Nano))
 }
 
+// Unwrap makes errors.Is(err, ErrLeaseHeld) hold.
 func (e *HeldError) Unwrap() error { return ErrLeaseHeld }
 
 // LostReason says why a caller is no longer the owner.
 type LostReason string
 
+// The reasons, as the lease row shows them after the refusal.
 const (
 	LostNotFound      LostReason = "not_found"
 	LostNotOwner      LostReason = "not_owner"
@@ -59,10 +62,12 @@ type LostError struct {
 	Current int64
 }
 
+// Error names the lease and the reason.
 func (e *LostError) Error() string {
 	return fmt.Sprintf("lease %q lost: %s", e.Name, e.Reason)
 }
 
+// Unwrap makes errors.Is(err, ErrLeaseLost) hold.
 func (e *LostError) Unwrap() error { return ErrLeaseLost }
 
 // InvalidError names the argument that was refused.
@@ -71,8 +76,10 @@ type InvalidError struct {
 	Message string
 }
 
+// Error names the field and what is wrong with it.
 func (e *InvalidError) Error() string { return e.Field + ": " + e.Message }
 
+// Unwrap makes errors.Is(err, ErrInvalid) hold.
 func (e *InvalidError) Unwrap() error { return ErrInvalid }
 
 // unavailable wraps a database error so callers see ErrUnavailable and the

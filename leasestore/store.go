@@ -15,6 +15,7 @@ import (
 // State of a lease row.
 type State string
 
+// The states of a lease row; expiry is not a state (Lease.ExpiresAt).
 const (
 	StatePending  State = "pending"
 	StateActive   State = "active"

@@ -25,9 +25,20 @@ func (m *Materializer) Handler() *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"verdicts": m.Counts(), "lag": m.Lag()})
+		writeJSON(w, http.StatusOK, Status{Verdicts: m.Counts(), Lag: m.Lag()})
 	})
 	return mux
+}
+
+// Status is the body of GET /v1/status; docs/observability.md defines
+// each member ("The materializer's /v1/status").
+type Status struct {
+	// Verdicts counts the records of each verdict since the process
+	// started; every verdict is present, 0 until one gets it.
+	Verdicts map[Verdict]int64 `json:"verdicts"`
+	// Lag is, per "topic/partition" this instance applies, the high
+	// watermark last seen minus the next offset to apply (Lag).
+	Lag map[string]int64 `json:"lag"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

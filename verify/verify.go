@@ -154,6 +154,7 @@ type Violation struct {
 	Detail    string
 }
 
+// String names the invariant, the offset and what was seen.
 func (v Violation) String() string {
 	return fmt.Sprintf("%s at offset %d: %s", v.Invariant, v.Offset, v.Detail)
 }

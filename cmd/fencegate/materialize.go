@@ -90,7 +90,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return m.Run(gctx) })
 	g.Go(func() error {
-		return listenAndServe(gctx, f.listen, mux, gateway.ServerConfig{}, log.With("component", "materializer"), nil, nil)
+		return listenAndServe(gctx, f.listen, mux, gateway.ServerConfig{}, log, nil, nil)
 	})
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -206,8 +206,10 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	if err != nil {
 		return err
 	}
-	srv.Admin(&rollout.Rollouts{Store: store, Router: router, Signer: signer, Kafka: conn,
-		DirectClients: auth.DirectClients()}, fc.Clients)
+	if err := srv.Admin(&rollout.Rollouts{Store: store, Router: router, Signer: signer, Kafka: conn,
+		DirectClients: auth.DirectClients()}, fc.Clients); err != nil {
+		return err
+	}
 	drain := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 		defer cancel()

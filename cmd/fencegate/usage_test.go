@@ -11,8 +11,9 @@ import (
 // subcommands are the commands whose -h lists subcommands rather than
 // flags, and those subcommands.
 var subcommands = map[string][]string{
-	"leases": {"list", "show"},
-	"routes": {"set-partitions"},
+	"leases":  {"list", "show"},
+	"routes":  {"set-partitions"},
+	"rollout": {"status", "observe", "gate", "enforce"},
 }
 
 // usageEntry is one flag as -h prints it: "  -name ARG" and its text.
