@@ -54,6 +54,9 @@ type Limits struct {
 	// so their count is the work a record costs beyond its bytes.
 	MaxHeaders     int
 	MaxHeaderBytes int
+	// MaxCheckpointBytes bounds a batch's checkpoint after decoding
+	// (default DefaultMaxCheckpointBytes).
+	MaxCheckpointBytes int
 }
 
 // DefaultLimits returns the defaults of Limits.
@@ -218,10 +221,16 @@ func (l *Limits) fill() {
 	if l.MaxHeaderBytes == 0 {
 		l.MaxHeaderBytes = 64 << 10
 	}
+	l.MaxCheckpointBytes = cmp.Or(l.MaxCheckpointBytes, DefaultMaxCheckpointBytes)
 }
 
+// DefaultMaxCheckpointBytes is the largest checkpoint of a batch, in bytes
+// after decoding (docs/api.md, "Checkpoints").
+const DefaultMaxCheckpointBytes = 64 << 10
+
 func (l Limits) wire() wire.Limits {
-	return wire.Limits{Records: l.MaxRecords, Headers: l.MaxHeaders, HeaderBytes: l.MaxHeaderBytes}
+	return wire.Limits{Records: l.MaxRecords, Headers: l.MaxHeaders, HeaderBytes: l.MaxHeaderBytes,
+		Checkpoint: l.MaxCheckpointBytes}
 }
 
 // Gateway holds the sessions of one replica. Its methods are the lease and
