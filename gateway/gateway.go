@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/internal/telemetry"
@@ -87,6 +89,10 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// Kafka is how producers reach the cluster.
 	Kafka KafkaConfig
+	// Ledger is the ledger's database, read by the checkpoint read (GET
+	// /v1/leases/{name}/checkpoint); nil: that read answers
+	// store_unavailable.
+	Ledger *pgxpool.Pool
 	// BarrierKey signs generation barriers (at least 16 bytes; required).
 	BarrierKey []byte
 	// HandoverBudget is the share of the TTL a handover may take before it
