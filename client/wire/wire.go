@@ -7,7 +7,7 @@
 // Uvarint) and every string or byte string its length followed by its
 // bytes:
 //
-//	"FGB" 0x01              magic and version
+//	"FGB" 0x01 or 0x02      magic and version
 //	owner_id                string
 //	token                   varint
 //	batch_id                string
@@ -17,8 +17,13 @@
 //	  value                 nullable bytes, likewise
 //	  header count          varint
 //	  per header: name (string), value (bytes)
+//	checkpoint              version 2 only: nullable bytes, 0 is none
 //
-// Nothing may follow the last record. Decode checks every length against
+// Version 2 is version 1 followed by the batch's checkpoint; Append writes
+// version 1 when the batch has none, so a gateway that knows only version
+// 1 still takes every batch without a checkpoint. Decode takes both.
+// Nothing may follow the last record (version 1) or the checkpoint
+// (version 2). Decode checks every length against
 // the bytes left before it slices or allocates, so a body cannot make the
 // decoder allocate more than a small multiple of its own size.
 package wire
@@ -33,7 +38,10 @@ import (
 // ContentType is the media type of the binary body.
 const ContentType = "application/vnd.fencegate.batch.v1"
 
-const magic = "FGB\x01"
+const (
+	magic   = "FGB\x01"
+	magicV2 = "FGB\x02"
+)
 
 // Header is one record header.
 type Header struct {
@@ -53,11 +61,17 @@ type Batch struct {
 	Token   int64
 	BatchID string
 	Records []Record
+	// Checkpoint is the batch's checkpoint; nil is none (version 1).
+	Checkpoint []byte
 }
 
 // Append appends b's encoding to dst.
 func Append(dst []byte, b Batch) []byte {
-	dst = append(dst, magic...)
+	if b.Checkpoint != nil {
+		dst = append(dst, magicV2...)
+	} else {
+		dst = append(dst, magic...)
+	}
 	dst = appendBytes(dst, []byte(b.OwnerID))
 	dst = binary.AppendUvarint(dst, uint64(b.Token))
 	dst = appendBytes(dst, []byte(b.BatchID))
@@ -71,12 +85,15 @@ func Append(dst []byte, b Batch) []byte {
 			dst = appendBytes(dst, h.Value)
 		}
 	}
+	if b.Checkpoint != nil {
+		dst = appendNullable(dst, b.Checkpoint)
+	}
 	return dst
 }
 
 // Size is the length of b's encoding, for sizing a buffer.
 func Size(b Batch) int {
-	n := len(magic) + 3*binary.MaxVarintLen64 + len(b.OwnerID) + len(b.BatchID)
+	n := len(magic) + 4*binary.MaxVarintLen64 + len(b.OwnerID) + len(b.BatchID) + len(b.Checkpoint)
 	for _, r := range b.Records {
 		n += 3*binary.MaxVarintLen64 + len(r.Key) + len(r.Value)
 		for _, h := range r.Headers {
@@ -108,14 +125,16 @@ type Limits struct {
 	Records     int // records per batch
 	Headers     int // headers per record
 	HeaderBytes int // names and values of one record's headers
+	Checkpoint  int // bytes of the checkpoint
 }
 
 // Decode decodes body, refusing one over lim (ErrTooLarge). Keys, values
 // and header values alias body; names and ids are copied.
 func Decode(body []byte, lim Limits) (Batch, error) {
 	d := decoder{buf: body, lim: lim}
-	if len(body) < len(magic) || string(body[:len(magic)]) != magic {
-		return Batch{}, errors.New("not a fencegate batch: the body must start with FGB and version 1")
+	v2 := len(body) >= len(magicV2) && string(body[:len(magicV2)]) == magicV2
+	if !v2 && (len(body) < len(magic) || string(body[:len(magic)]) != magic) {
+		return Batch{}, errors.New("not a fencegate batch: the body must start with FGB and version 1 or 2")
 	}
 	d.buf = body[len(magic):]
 	b := Batch{OwnerID: d.text("owner_id"), Token: d.token(), BatchID: d.text("batch_id")}
@@ -124,8 +143,11 @@ func Decode(body []byte, lim Limits) (Batch, error) {
 		return Batch{}, fmt.Errorf("%d records: %w (the limit is %d per batch)", n, ErrTooLarge, lim.Records)
 	}
 	b.Records = d.records(n)
+	if v2 {
+		b.Checkpoint = d.checkpoint()
+	}
 	if d.err == nil && len(d.buf) > 0 {
-		d.err = fmt.Errorf("%d bytes after the last record", len(d.buf))
+		d.err = fmt.Errorf("%d bytes after the last record or checkpoint", len(d.buf))
 	}
 	if d.err != nil {
 		return Batch{}, d.err
@@ -173,6 +195,24 @@ func (d *decoder) records(n int) []Record {
 		}
 	}
 	return recs
+}
+
+// checkpoint reads version 2's checkpoint: 0 is none (Append writes a
+// batch without one as version 1, but a version 2 body may say none).
+func (d *decoder) checkpoint() []byte {
+	n := d.uvarint("checkpoint")
+	switch {
+	case d.err != nil || n == 0:
+		return nil
+	case n-1 > uint64(d.lim.Checkpoint):
+		d.err = fmt.Errorf("checkpoint of %d bytes: %w (the limit is %d)", n-1, ErrTooLarge, d.lim.Checkpoint)
+		return nil
+	}
+	b := d.take("checkpoint", n-1)
+	if b == nil && d.err == nil {
+		return []byte{}
+	}
+	return b
 }
 
 func (d *decoder) uvarint(what string) uint64 {
