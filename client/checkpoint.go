@@ -162,15 +162,6 @@ type typedValue struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// binaryValue is b as a BINARY typed value; nil for nil (null).
-func binaryValue(b []byte) *typedValue {
-	if b == nil {
-		return nil
-	}
-	data, _ := json.Marshal(base64.StdEncoding.EncodeToString(b)) // a string always marshals
-	return &typedValue{Type: "BINARY", Data: data}
-}
-
 // bytes decodes v to the bytes it stands for.
 func (v typedValue) bytes() ([]byte, error) {
 	switch v.Type {

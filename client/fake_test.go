@@ -113,25 +113,20 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			TTL     int64  `json:"ttl_ms"`
 			BatchID string `json:"batch_id"`
 			Records []any  `json:"records"`
-			// Checkpoint is the JSON body's: a BINARY typed value.
-			Checkpoint *struct{ Data []byte } `json:"checkpoint"`
 		}
 		sent := sentBatch{contentType: r.Header.Get("Content-Type")}
 		if r.Header.Get("Content-Type") == wire.ContentType {
 			raw, _ := io.ReadAll(r.Body)
-			b, err := wire.Decode(raw, wire.Limits{Records: 1 << 20, Headers: 1 << 20, HeaderBytes: 1 << 30})
+			b, err := wire.Decode(raw, wire.Limits{Records: 1 << 20, Headers: 1 << 20, HeaderBytes: 1 << 30, Checkpoint: 1 << 16})
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
 			body.Owner, body.Token, body.BatchID = b.OwnerID, b.Token, b.BatchID
 			body.Records = make([]any, len(b.Records))
-			sent.version = raw[3]
+			sent.version, sent.checkpoint = raw[3], b.Checkpoint
 		} else {
 			_ = json.NewDecoder(r.Body).Decode(&body)
-			if body.Checkpoint != nil {
-				sent.checkpoint = body.Checkpoint.Data
-			}
 		}
 		if name, ok := strings.CutPrefix(r.URL.Path, "/v1/leases/"); ok {
 			body.Name = strings.TrimSuffix(strings.TrimSuffix(name, "/records"), "/checkpoint")

@@ -418,31 +418,6 @@ func wireRecords(recs []Record) []wire.Record {
 	return out
 }
 
-// batchBody is the body of one produce attempt. INTERIM until client/wire
-// has version 2: a batch with a checkpoint goes as JSON.
-func batchBody(b wire.Batch, checkpoint []byte) any {
-	if checkpoint == nil {
-		return b
-	}
-	type jsonRecord struct {
-		Key     *typedValue       `json:"key,omitempty"`
-		Value   *typedValue       `json:"value,omitempty"`
-		Headers map[string]string `json:"headers,omitempty"`
-	}
-	recs := make([]jsonRecord, len(b.Records))
-	for i, r := range b.Records {
-		recs[i] = jsonRecord{Key: binaryValue(r.Key), Value: binaryValue(r.Value)}
-		for _, h := range r.Headers {
-			if recs[i].Headers == nil {
-				recs[i].Headers = map[string]string{}
-			}
-			recs[i].Headers[h.Name] = string(h.Value)
-		}
-	}
-	return map[string]any{"owner_id": b.OwnerID, "token": b.Token, "batch_id": b.BatchID, "records": recs,
-		"checkpoint": binaryValue(checkpoint)}
-}
-
 // Produce writes recs as one batch, in one transaction, and returns where
 // it was committed. batchID (1 to 255 bytes) is the idempotency key:
 // retrying it never puts the batch in the ledger twice.
@@ -500,8 +475,8 @@ func (l *Lease) produce(ctx context.Context, batchID string, recs []Record, s pr
 			return fail(ended("produce "+batchID, ctx, last))
 		}
 		var res Result
-		err = l.c.call(ctx, base, http.MethodPost, path, batchBody(wire.Batch{
-			OwnerID: l.c.cfg.Owner, Token: token, BatchID: batchID, Records: records}, s.checkpoint), &res)
+		err = l.c.call(ctx, base, http.MethodPost, path, wire.Batch{
+			OwnerID: l.c.cfg.Owner, Token: token, BatchID: batchID, Records: records, Checkpoint: s.checkpoint}, &res)
 		if err == nil {
 			return res, nil
 		}
