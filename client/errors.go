@@ -90,12 +90,9 @@ type Problem struct {
 	Pattern        string   `json:"pattern,omitempty"`
 	RolloutState   string   `json:"rollout_state,omitempty"`
 	BlockingLeases []string `json:"blocking_leases,omitempty"`
-	// LedgerToken comes with ledger_behind: the fence token the ledger
-	// has applied for the lease (0 if none), below the caller's.
-	LedgerToken int64 `json:"ledger_token,omitempty"`
 
-	// RetryAfter is the Retry-After header of a reply (too_many_requests,
-	// ledger_behind; zero when absent).
+	// RetryAfter is the Retry-After header of a too_many_requests reply
+	// (zero when absent).
 	RetryAfter time.Duration `json:"-"`
 }
 
