@@ -55,12 +55,13 @@ func (c *Checkpoint) Committed(batchID string) bool {
 const defaultCheckpointWait = 5 * time.Second
 
 // checkpointWait is the wait parameter of a checkpoint read under ctx: at
-// most defaultCheckpointWait, and no longer than ctx has left, so that the
-// gateway answers ledger_behind before ctx ends.
+// most defaultCheckpointWait, and half of what ctx has left, so that the
+// gateway's answer, ledger_behind included, arrives before ctx ends (the
+// error after ctx ends then says how far the ledger is).
 func checkpointWait(ctx context.Context) string {
 	wait := defaultCheckpointWait
 	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d))
+		wait = min(wait, time.Until(d)/2)
 	}
 	return strconv.FormatInt(max(wait.Milliseconds(), 1), 10) + "ms"
 }
@@ -71,6 +72,11 @@ func checkpointWait(ctx context.Context) string {
 // gateway, once the ledger has applied the barrier of the lease's current
 // generation: every batch of an older generation is then either in the
 // checkpoint's history or refused for good, whoever sent it.
+//
+// Read it when a generation begins, after Acquire and before producing:
+// it does not wait for the batches of the current generation, which the
+// ledger may not have applied yet (the worker knows those itself, from
+// Produce's answers).
 //
 // A ledger that has not caught up yet (503 ledger_behind) is asked again
 // after its Retry-After until ctx ends; the error then matches ctx's

@@ -284,7 +284,7 @@ func (f *fakeGateway) replyLocked(w http.ResponseWriter, name string) {
 		}
 	} else {
 		status := map[string]int{"batch_aborted": 503, "store_unavailable": 503, "kafka_unavailable": 503,
-			"too_many_requests": 429, "internal": 500, "ledger_behind": 503}[name]
+			"too_many_requests": 429, "internal": 500}[name]
 		if status == 0 {
 			panic("no recorded reply " + name)
 		}
@@ -297,11 +297,6 @@ func (f *fakeGateway) replyLocked(w http.ResponseWriter, name string) {
 	switch doc["code"] {
 	case "too_many_requests", "ledger_behind":
 		w.Header().Set("Retry-After", "1")
-	}
-	if doc["code"] == "ledger_behind" {
-		if _, ok := doc["ledger_token"]; !ok {
-			doc["ledger_token"] = 0
-		}
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	writeJSON(w, int(toFloat(doc["status"])), doc)
