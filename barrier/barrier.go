@@ -26,6 +26,10 @@ const (
 	HeaderBatch   = "fencegate-batch"
 	HeaderSeq     = "fencegate-seq"
 	HeaderBarrier = "fencegate-barrier"
+	// HeaderCheckpoint ("1") marks a batch's checkpoint record: the last
+	// record of the batch's transaction, stamped like data, whose value
+	// is the checkpoint (docs/design.md, "Checkpoints").
+	HeaderCheckpoint = "fencegate-checkpoint"
 	// ReservedPrefix starts every header name workers may not set.
 	ReservedPrefix = "fencegate-"
 )

@@ -17,11 +17,14 @@ type Stamp struct {
 	Batch   string
 	Seq     int
 	Barrier bool
+	// Checkpoint marks a batch's checkpoint record (stamped like data,
+	// Seq one past the batch's last data record).
+	Checkpoint bool
 }
 
 // Headers encodes s as the fencegate headers of a record: lease, token
-// and owner on every record, batch and seq on data, the barrier flag on a
-// barrier. ReadStamp decodes them; the two are the one wire format of the
+// and owner on every record, batch and seq on data and checkpoints, the
+// barrier flag on a barrier, the checkpoint flag on a checkpoint. ReadStamp decodes them; the two are the one wire format of the
 // headers (FuzzStampRoundTrip).
 func (s Stamp) Headers() []kafka.Header {
 	return s.AppendHeaders(make([]kafka.Header, 0, DataHeaders))
@@ -32,6 +35,9 @@ const DataHeaders = 5
 
 // AppendHeaders appends s's headers to dst (a record's own headers).
 func (s Stamp) AppendHeaders(dst []kafka.Header) []kafka.Header {
+	if s.Checkpoint {
+		return s.Stamper().AppendCheckpoint(dst, s.Seq)
+	}
 	return s.Stamper().Append(dst, s.Seq)
 }
 
@@ -65,6 +71,13 @@ func (p *Stamper) Append(dst []kafka.Header, seq int) []kafka.Header {
 		kafka.Header{Key: HeaderSeq, Value: p.digits[start:len(p.digits):len(p.digits)]})
 }
 
+// AppendCheckpoint appends the headers of the batch's checkpoint record,
+// whose seq is one past the batch's last data record: a data record's
+// headers and the checkpoint flag.
+func (p *Stamper) AppendCheckpoint(dst []kafka.Header, seq int) []kafka.Header {
+	return append(p.Append(dst, seq), kafka.Header{Key: HeaderCheckpoint, Value: []byte("1")})
+}
+
 // Reserved reports whether a header name belongs to fencegate: the
 // reserved prefix, in any case. Workers may not set such headers, and the
 // ledger keeps only the others.
@@ -76,7 +89,9 @@ func Reserved(name string) bool {
 var ErrUnstamped = errors.New("record lacks valid fencegate headers")
 
 // ReadStamp parses the fencegate-* headers of a record. Lease and token are
-// required on every record; owner, batch and seq on every data record.
+// required on every record; owner, batch and seq on every data and
+// checkpoint record. A record flagged both barrier and checkpoint is
+// refused.
 func ReadStamp(hs []kafka.Header) (Stamp, error) {
 	s := Stamp{Seq: -1}
 	var haveLease, haveToken, haveSeq bool
@@ -98,6 +113,8 @@ func ReadStamp(hs []kafka.Header) (Stamp, error) {
 			haveSeq = err == nil && s.Seq >= 0
 		case HeaderBarrier:
 			s.Barrier = v == "1"
+		case HeaderCheckpoint:
+			s.Checkpoint = v == "1"
 		}
 	}
 	switch {
@@ -105,6 +122,8 @@ func ReadStamp(hs []kafka.Header) (Stamp, error) {
 		return s, fmt.Errorf("%w: no %s", ErrUnstamped, HeaderLease)
 	case !haveToken:
 		return s, fmt.Errorf("%w: no positive %s", ErrUnstamped, HeaderToken)
+	case s.Barrier && s.Checkpoint:
+		return s, fmt.Errorf("%w: both %s and %s", ErrUnstamped, HeaderBarrier, HeaderCheckpoint)
 	case !s.Barrier && (s.Batch == "" || !haveSeq || s.Owner == ""):
 		// Owner, batch and seq make the ledger's dedup key.
 		return s, fmt.Errorf("%w: data record without %s/%s/%s", ErrUnstamped, HeaderOwner, HeaderBatch, HeaderSeq)

@@ -11,17 +11,20 @@ import (
 // decodes to itself; an invalid one (no lease, token <= 0, a data record
 // without owner, batch or seq) is refused, never guessed.
 func FuzzStampRoundTrip(f *testing.F) {
-	f.Add("shard:1", int64(7), "o1", "b-1", 3, false)
-	f.Add("shard:1", int64(7), "o1", "", -1, true)
-	f.Add("", int64(1), "o", "b", 0, false)
-	f.Add("l", int64(0), "o", "b", 0, false)
-	f.Add("l", int64(9), "", "b", 0, false)
-	f.Fuzz(func(t *testing.T, lease string, token int64, owner, batch string, seq int, isBarrier bool) {
-		s := Stamp{Lease: lease, Token: token, Owner: owner, Batch: batch, Seq: seq, Barrier: isBarrier}
+	f.Add("shard:1", int64(7), "o1", "b-1", 3, false, false)
+	f.Add("shard:1", int64(7), "o1", "b-1", 3, false, true)
+	f.Add("shard:1", int64(7), "o1", "", -1, true, false)
+	f.Add("shard:1", int64(7), "o1", "", -1, true, true)
+	f.Add("", int64(1), "o", "b", 0, false, false)
+	f.Add("l", int64(0), "o", "b", 0, false, false)
+	f.Add("l", int64(9), "", "b", 0, false, true)
+	f.Fuzz(func(t *testing.T, lease string, token int64, owner, batch string, seq int, isBarrier, isCheckpoint bool) {
+		s := Stamp{Lease: lease, Token: token, Owner: owner, Batch: batch, Seq: seq, Barrier: isBarrier, Checkpoint: isCheckpoint}
 		if isBarrier {
 			s.Batch, s.Seq = "", -1 // a barrier carries neither
 		}
-		valid := lease != "" && token > 0 && (isBarrier || owner != "" && batch != "" && seq >= 0)
+		valid := lease != "" && token > 0 && !(isBarrier && isCheckpoint) &&
+			(isBarrier || owner != "" && batch != "" && seq >= 0)
 		got, err := ReadStamp(s.Headers())
 		switch {
 		case valid && err != nil:

@@ -37,6 +37,9 @@ const (
 	CodeDirectClientGated = "direct_client_gated"
 	// CodeRolloutStepRefused: the admin API refused a rollout step.
 	CodeRolloutStepRefused = "rollout_step_refused"
+	// CodeLedgerBehind: a checkpoint read waited and the ledger had not
+	// applied the caller's barrier yet; nothing changed, retry.
+	CodeLedgerBehind = "ledger_behind"
 )
 
 // Sentinel errors. A lost lease's error (Lease.Err, and what Produce
@@ -90,6 +93,9 @@ type Problem struct {
 	Pattern        string   `json:"pattern,omitempty"`
 	RolloutState   string   `json:"rollout_state,omitempty"`
 	BlockingLeases []string `json:"blocking_leases,omitempty"`
+	// LedgerToken comes with ledger_behind: the token of the ledger's
+	// fence for the lease, 0 if none.
+	LedgerToken int64 `json:"ledger_token,omitempty"`
 
 	// RetryAfter is the Retry-After header of a too_many_requests reply
 	// (zero when absent).
@@ -174,6 +180,7 @@ var reactions = map[string]reaction{
 	// the second answers the admin API.
 	CodeDirectClientGated:  refuse,
 	CodeRolloutStepRefused: refuse,
+	CodeLedgerBehind:       retry,
 }
 
 // reactionTo classifies err, the error of one request. Transport errors

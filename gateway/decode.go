@@ -46,6 +46,8 @@ type produceBody struct {
 	Token   *int64       `json:"token"`
 	BatchID *string      `json:"batch_id"`
 	Records []recordBody `json:"records"`
+	// Checkpoint is encoded like a record value; absent or null is none.
+	Checkpoint *encoded `json:"checkpoint"`
 }
 
 type recordBody struct {
@@ -276,6 +278,12 @@ func decodeJSONProduce(b []byte, name string, lim Limits) (ProduceRequest, *Erro
 	if err := checkBatch(req, len(body.Records), lim); err != nil {
 		return ProduceRequest{}, err
 	}
+	if req.Checkpoint, err = body.Checkpoint.bytes("checkpoint"); err != nil {
+		return ProduceRequest{}, err
+	}
+	if err := checkCheckpoint(req.Checkpoint, lim); err != nil {
+		return ProduceRequest{}, err
+	}
 	req.Records = make([]Record, len(body.Records))
 	var seen headerSet
 	for i := range body.Records {
@@ -303,8 +311,12 @@ func decodeBinaryProduce(b []byte, name string, lim Limits) (ProduceRequest, *Er
 	case derr != nil:
 		return ProduceRequest{}, errorf(CodeInvalidRequest, "malformed %s body: %v", wire.ContentType, derr)
 	}
-	req := ProduceRequest{Name: name, Owner: batch.OwnerID, Token: batch.Token, BatchID: batch.BatchID}
+	req := ProduceRequest{Name: name, Owner: batch.OwnerID, Token: batch.Token, BatchID: batch.BatchID,
+		Checkpoint: batch.Checkpoint}
 	if err := checkBatch(req, len(batch.Records), lim); err != nil {
+		return ProduceRequest{}, err
+	}
+	if err := checkCheckpoint(req.Checkpoint, lim); err != nil {
 		return ProduceRequest{}, err
 	}
 	req.Records = make([]Record, len(batch.Records))
@@ -341,6 +353,15 @@ func checkBatch(req ProduceRequest, records int, lim Limits) *Error {
 	}
 	if records > lim.MaxRecords {
 		return errorf(CodePayloadTooLarge, "%d records exceed the limit of %d per batch", records, lim.MaxRecords)
+	}
+	return nil
+}
+
+// checkCheckpoint holds a batch's checkpoint to its size limit, whichever
+// body carried it (wire.Decode checks it too, before slicing).
+func checkCheckpoint(c []byte, lim Limits) *Error {
+	if len(c) > lim.MaxCheckpointBytes {
+		return errorf(CodePayloadTooLarge, "checkpoint of %d bytes exceeds the limit of %d", len(c), lim.MaxCheckpointBytes)
 	}
 	return nil
 }

@@ -40,6 +40,9 @@ const (
 	// CodeRolloutStepRefused: an admin asked for a rollout step its
 	// precondition refuses (docs/api.md, "Admin").
 	CodeRolloutStepRefused Code = "rollout_step_refused"
+	// CodeLedgerBehind: a checkpoint read waited its bound and the ledger
+	// had not applied the caller's barrier; nothing changed.
+	CodeLedgerBehind Code = "ledger_behind"
 )
 
 // statusOf is the one place codes map to HTTP statuses.
@@ -63,7 +66,7 @@ func statusOf(c Code) int {
 		return http.StatusTooManyRequests
 	case CodeMisdirected:
 		return http.StatusMisdirectedRequest
-	case CodeKafkaUnavailable, CodeStoreUnavailable, CodeBatchAborted, CodeDraining:
+	case CodeKafkaUnavailable, CodeStoreUnavailable, CodeBatchAborted, CodeDraining, CodeLedgerBehind:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -113,6 +116,9 @@ type Members struct {
 	Pattern        string                  `json:"pattern,omitempty"`
 	RolloutState   leasestore.RolloutState `json:"rollout_state,omitempty"`
 	BlockingLeases []string                `json:"blocking_leases,omitempty"`
+	// LedgerToken comes with ledger_behind: the token of the ledger's
+	// fence for the lease on its partition, 0 if none.
+	LedgerToken *int64 `json:"ledger_token,omitempty"`
 }
 
 // Error returns the code and the detail.

@@ -80,6 +80,12 @@ func TestEveryCodesProblemKeepsItsMembers(t *testing.T) {
 			Why: "1 lease(s) held", Blocking: []leasestore.Lease{{Name: "shard:5"}}}),
 			base(CodeRolloutStepRefused, `rollout "shard:*": gated -> enforced refused: 1 lease(s) held`,
 				map[string]any{"pattern": "shard:*", "rollout_state": "gated", "blocking_leases": []any{"shard:5"}})},
+		{"ledger_behind", ledgerBehind("shard:1", 7, 6),
+			base(CodeLedgerBehind, `the ledger has not applied the barrier of token 7 of "shard:1" yet (its fence is at 6); retry`,
+				map[string]any{"ledger_token": float64(6)})},
+		{"ledger_behind with no fence", ledgerBehind("shard:1", 7, 0),
+			base(CodeLedgerBehind, `the ledger has not applied the barrier of token 7 of "shard:1" yet (its fence is at 0); retry`,
+				map[string]any{"ledger_token": float64(0)})},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

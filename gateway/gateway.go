@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/internal/telemetry"
@@ -54,6 +56,9 @@ type Limits struct {
 	// so their count is the work a record costs beyond its bytes.
 	MaxHeaders     int
 	MaxHeaderBytes int
+	// MaxCheckpointBytes bounds a batch's checkpoint after decoding
+	// (default DefaultMaxCheckpointBytes).
+	MaxCheckpointBytes int
 }
 
 // DefaultLimits returns the defaults of Limits.
@@ -84,6 +89,10 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// Kafka is how producers reach the cluster.
 	Kafka KafkaConfig
+	// Ledger is the ledger's database, read by the checkpoint read (GET
+	// /v1/leases/{name}/checkpoint); nil: that read answers
+	// store_unavailable.
+	Ledger *pgxpool.Pool
 	// BarrierKey signs generation barriers (at least 16 bytes; required).
 	BarrierKey []byte
 	// HandoverBudget is the share of the TTL a handover may take before it
@@ -218,10 +227,16 @@ func (l *Limits) fill() {
 	if l.MaxHeaderBytes == 0 {
 		l.MaxHeaderBytes = 64 << 10
 	}
+	l.MaxCheckpointBytes = cmp.Or(l.MaxCheckpointBytes, DefaultMaxCheckpointBytes)
 }
 
+// DefaultMaxCheckpointBytes is the largest checkpoint of a batch, in bytes
+// after decoding (docs/api.md, "Checkpoints").
+const DefaultMaxCheckpointBytes = 64 << 10
+
 func (l Limits) wire() wire.Limits {
-	return wire.Limits{Records: l.MaxRecords, Headers: l.MaxHeaders, HeaderBytes: l.MaxHeaderBytes}
+	return wire.Limits{Records: l.MaxRecords, Headers: l.MaxHeaders, HeaderBytes: l.MaxHeaderBytes,
+		Checkpoint: l.MaxCheckpointBytes}
 }
 
 // Gateway holds the sessions of one replica. Its methods are the lease and

@@ -148,6 +148,7 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 		AdvertiseURL:   "http://" + srv.Listener.Addr().String(),
 		HeartbeatEvery: 200 * time.Millisecond,
 		Kafka:          gateway.KafkaConfig{Config: b.kafka.Conn, TransactionTimeoutMS: 10000},
+		Ledger:         b.db.Pool,
 		BarrierKey:     barrierKey,
 		CommitTimeout:  5 * time.Second,
 		ReapInterval:   50 * time.Millisecond,

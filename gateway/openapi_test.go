@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -185,6 +186,24 @@ func TestOpenAPIRepliesMatchTheDocument(t *testing.T) {
 	}
 	x = do("PATCH", "/v1/leases/"+lease, map[string]any{"owner_id": owner, "token": tok, "ttl_ms": 30000})
 	expect(t, "renew", x, http.StatusOK, "")
+	withCheckpoint := batchBody(owner, tok, "b-c", 2)
+	withCheckpoint["checkpoint"] = map[string]any{"type": "STRING", "data": "input=17"}
+	x = do("POST", "/v1/leases/"+lease+"/records", withCheckpoint)
+	expect(t, "produce with a checkpoint", x, http.StatusOK, "")
+	if offs, _ := x.body["offsets"].([]any); len(offs) != 2 || x.body["checkpoint_offset"] == nil {
+		t.Fatalf("produce with a checkpoint %s: want 2 offsets and checkpoint_offset", x.raw)
+	}
+	// No materializer runs here: the ledger never applies the barrier.
+	cp := fmt.Sprintf("/v1/leases/%s/checkpoint?owner_id=%s&token=%d", lease, owner, tok)
+	x = do("GET", cp+"&wait=0s", nil)
+	expect(t, "checkpoint read, the ledger behind", x, http.StatusServiceUnavailable, "ledger_behind")
+	if x.body["ledger_token"] == nil {
+		t.Fatalf("ledger_behind lacks ledger_token: %s", x.raw)
+	}
+	x = do("GET", cp+"&wait=31s", nil)
+	expect(t, "checkpoint read waiting too long", x, http.StatusBadRequest, "invalid_request")
+	x = do("GET", fmt.Sprintf("/v1/leases/%s/checkpoint?owner_id=%s&token=%d", lease, owner, tok+1), nil)
+	expect(t, "checkpoint read with another token", x, http.StatusConflict, "lease_lost")
 
 	// The operator's look.
 	x = do("GET", "/v1/leases/"+lease, nil)

@@ -27,6 +27,9 @@ type ProduceRequest struct {
 	Token   int64
 	BatchID string
 	Records []Record
+	// Checkpoint is the batch's checkpoint, written as one more record of
+	// its transaction after Records; nil is none.
+	Checkpoint []byte
 	// Caller is the authenticated client; it must be the one the
 	// generation is bound to, or act for it.
 	Caller *Client
@@ -40,6 +43,9 @@ type ProduceResult struct {
 	Partition     int32   `json:"partition"`
 	Offsets       []int64 `json:"offsets"`
 	ProducerEpoch int16   `json:"producer_epoch"`
+	// CheckpointOffset is the offset of the batch's checkpoint record,
+	// when it carried one; Offsets are the data records' only.
+	CheckpointOffset *int64 `json:"checkpoint_offset,omitempty"`
 }
 
 // Produce writes one batch as one transaction of the session's producer.
@@ -85,6 +91,9 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 	}
 	res := ProduceResult{Name: s.name, Token: s.token, Topic: s.place.Topic,
 		Partition: s.place.Partition, Offsets: offsets, ProducerEpoch: s.epoch}
+	if req.Checkpoint != nil {
+		res.Offsets, res.CheckpointOffset = offsets[:len(req.Records)], &offsets[len(req.Records)]
+	}
 	s.committed.remember(req.BatchID, res)
 	return res, nil
 }
@@ -325,12 +334,15 @@ const causeFatal = "fatal"
 
 // stampAll builds the batch's records with the fencegate headers: the
 // headers of all records in one allocation, the shared values encoded once.
+// A checkpoint is the last record, seq one past the data, key null
+// (docs/design.md, "Checkpoints"): in the batch's transaction, so it
+// commits exactly when the batch does (FM48).
 func (g *Gateway) stampAll(s *session, req ProduceRequest) []record {
-	out := make([]record, len(req.Records))
+	out := make([]record, len(req.Records), len(req.Records)+1)
 	st := s.stamp()
 	st.Batch = req.BatchID
 	stamper := st.Stamper()
-	n := 0
+	n := barrier.DataHeaders + 1
 	for _, r := range req.Records {
 		n += len(r.Headers) + barrier.DataHeaders
 	}
@@ -339,6 +351,11 @@ func (g *Gateway) stampAll(s *session, req ProduceRequest) []record {
 		start := len(all)
 		all = stamper.Append(append(all, r.Headers...), i)
 		out[i] = record{key: r.Key, value: r.Value, headers: all[start:len(all):len(all)]}
+	}
+	if req.Checkpoint != nil {
+		start := len(all)
+		all = stamper.AppendCheckpoint(all, len(req.Records))
+		out = append(out, record{value: req.Checkpoint, headers: all[start:len(all):len(all)]})
 	}
 	return out
 }

@@ -66,6 +66,7 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	v1.PATCH("/leases/:name", s.renew)
 	v1.DELETE("/leases/:name", s.release)
 	v1.POST("/leases/:name/records", s.produce)
+	v1.GET("/leases/:name/checkpoint", s.checkpoint)
 	// The group's catch-all (echo's, for its middleware to run on every
 	// /v1 path) would answer 404 for a wrong method too.
 	v1.RouteNotFound("", s.noRoute)
@@ -317,24 +318,63 @@ func (s *Server) renew(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
-func (s *Server) release(c echo.Context) error {
-	name, err := leaseParam(c)
-	if err != nil {
-		return err
+// generationParams returns the authorised lease of the path and the
+// owner_id and token query parameters.
+func generationParams(c echo.Context) (name, owner string, token int64, err error) {
+	if name, err = leaseParam(c); err != nil {
+		return "", "", 0, err
 	}
 	q := c.QueryParams()
-	owner := q.Get("owner_id")
+	owner = q.Get("owner_id")
 	if e := checkOwner(owner); e != nil {
-		return e
+		return "", "", 0, e
 	}
 	token, perr := strconv.ParseInt(q.Get("token"), 10, 64)
 	if perr != nil || token <= 0 {
-		return errorf(CodeInvalidRequest, "query parameter \"token\" must be a positive integer, got %q", q.Get("token"))
+		return "", "", 0, errorf(CodeInvalidRequest, "query parameter \"token\" must be a positive integer, got %q", q.Get("token"))
+	}
+	return name, owner, token, nil
+}
+
+func (s *Server) release(c echo.Context) error {
+	name, owner, token, err := generationParams(c)
+	if err != nil {
+		return err
 	}
 	if err := s.g.Release(c.Request().Context(), client(c), name, owner, token); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) checkpoint(c echo.Context) error {
+	name, owner, token, err := generationParams(c)
+	if err != nil {
+		return err
+	}
+	wait, werr := checkpointWait(c.QueryParam("wait"))
+	if werr != nil {
+		return werr
+	}
+	res, err := s.g.Checkpoint(c.Request().Context(), client(c), name, owner, token, wait)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+// checkpointWait parses the wait query parameter of a checkpoint read: a
+// Go duration from 0 to MaxCheckpointWait, DefaultCheckpointWait when
+// absent.
+func checkpointWait(v string) (time.Duration, *Error) {
+	if v == "" {
+		return DefaultCheckpointWait, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > MaxCheckpointWait {
+		return 0, errorf(CodeInvalidRequest, "query parameter \"wait\" must be a duration from 0s to %s, got %q", MaxCheckpointWait, v)
+	}
+	return d, nil
 }
 
 func (s *Server) produce(c echo.Context) error {
@@ -484,7 +524,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	switch e.Code {
-	case CodeTooManyRequests:
+	case CodeTooManyRequests, CodeLedgerBehind:
 		c.Response().Header().Set("Retry-After", "1")
 	case CodeMethodNotAllowed:
 		c.Response().Header().Set("Allow", strings.Join(s.allowed(c.Request()), ", "))

@@ -50,6 +50,16 @@ type Lease struct {
 // Live reports whether the lease was unexpired when it was read.
 func (l Lease) Live() bool { return l.State != StateReleased && l.ExpiresAt.After(l.Now) }
 
+// Holds returns nil when owner's token is l's current, active, unexpired
+// generation (as of l.Now, the database's time when l was read), else the
+// *LostError that says why.
+func (l Lease) Holds(owner string, token int64) error {
+	if l.Token == token && l.OwnerID == owner && l.State == StateActive && l.ExpiresAt.After(l.Now) {
+		return nil
+	}
+	return &LostError{Name: l.Name, Reason: lostReason(l, owner, token), Current: l.Token}
+}
+
 // Event is one row of lease_events.
 type Event struct {
 	ID            int64

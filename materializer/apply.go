@@ -203,7 +203,7 @@ func readStamps(recs []*kafka.Message) []stamped {
 func dataKeys(in []stamped) (first dedupKey, distinct bool) {
 	seen := make(map[dedupKey]struct{}, len(in))
 	for _, s := range in {
-		if s.err != nil || s.st.Barrier {
+		if s.err != nil || s.st.Barrier || s.st.Checkpoint {
 			continue
 		}
 		k := dedupKey{s.st.Lease, s.st.Owner, s.st.Batch, s.st.Seq}
@@ -225,7 +225,7 @@ func leasesOf(in []stamped) (leases []string, data bool) {
 	for _, s := range in {
 		if s.err == nil {
 			leases = append(leases, s.st.Lease)
-			data = data || !s.st.Barrier
+			data = data || !s.st.Barrier && !s.st.Checkpoint
 		}
 	}
 	slices.Sort(leases)
@@ -241,7 +241,7 @@ func (m *Materializer) report(ctx context.Context, key partitionKey, a *applyTx)
 		if j.v == Kept {
 			kept[j.kept]++
 		}
-		if j.v != Accepted && j.v != Barrier && j.v != Kept && j.v != Marker {
+		if j.v != Accepted && j.v != Barrier && j.v != Kept && j.v != Marker && j.v != Checkpoint {
 			m.log.Warn("record refused", "verdict", j.v, "fencegate.lease", j.lease, "fencegate.token", j.token,
 				"topic", key.topic, "partition", key.partition, "offset", j.offset)
 		}
@@ -378,6 +378,10 @@ func (a *applyTx) judge(s stamped) {
 		a.barrier(r, st, fence)
 		return
 	}
+	if st.Checkpoint {
+		a.checkpoint(r, st, fence)
+		return
+	}
 	switch barrier.Judge(fence, st.Token) {
 	case barrier.Stale:
 		a.refuseOrKeep(r, st, Stale, fmt.Sprintf("token %d below fence %d", st.Token, fence), a.keepsLease(st.Lease))
@@ -393,6 +397,29 @@ func (a *applyTx) judge(s stamped) {
 	}
 	a.verdicts = append(a.verdicts, judged{v: Accepted, lease: st.Lease, token: st.Token, offset: int64(r.TopicPartition.Offset)})
 	a.staged.add(st, r, headers)
+}
+
+// checkpoint judges a batch's checkpoint record like data, but a stale or
+// unfenced one is refused in every rollout state (a checkpoint is fenced
+// state: never kept), and a current one moves the lease's checkpoint row
+// if it is newer (qUpsertCheckpoint). It is no row of accepted_records
+// and takes no part in dedup.
+func (a *applyTx) checkpoint(r *kafka.Message, st barrier.Stamp, fence int64) {
+	switch barrier.Judge(fence, st.Token) {
+	case barrier.Stale:
+		a.reject(r, st, Stale, fmt.Sprintf("checkpoint: token %d below fence %d", st.Token, fence))
+		return
+	case barrier.Unfenced:
+		a.reject(r, st, Unfenced, fmt.Sprintf("checkpoint: token %d above fence %d without a barrier", st.Token, fence))
+		return
+	}
+	off := int64(r.TopicPartition.Offset)
+	value := r.Value
+	if value == nil {
+		value = []byte{} // an empty checkpoint; Kafka does not tell it from a null value
+	}
+	a.queue(judged{v: Checkpoint, lease: st.Lease, token: st.Token, offset: off}, qUpsertCheckpoint,
+		st.Lease, st.Token, st.Owner, st.Batch, a.key.topic, a.key.partition, off, value)
 }
 
 // barrier verifies a barrier and advances the fence, or rejects it.

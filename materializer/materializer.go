@@ -74,10 +74,14 @@ const (
 	// Marker is a rollout marker that verified and set its pattern's
 	// state on the partition.
 	Marker Verdict = "marker"
+	// Checkpoint is a batch's checkpoint record of the generation in
+	// force: the lease's row of checkpoints moves to it if it is newer
+	// (docs/design.md, "Checkpoints").
+	Checkpoint Verdict = "checkpoint"
 )
 
 // Verdicts lists every verdict, for metrics and reports.
-var Verdicts = []Verdict{Accepted, Barrier, Stale, Unfenced, Duplicate, BadBarrier, Malformed, Kept, Marker}
+var Verdicts = []Verdict{Accepted, Barrier, Stale, Unfenced, Duplicate, BadBarrier, Malformed, Kept, Marker, Checkpoint}
 
 // KeptVerdicts lists the verdicts a kept record would have had.
 var KeptVerdicts = []Verdict{Stale, Unfenced, Malformed}

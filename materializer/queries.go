@@ -142,3 +142,16 @@ ON CONFLICT (topic, partition, pattern) DO UPDATE
 const qKeep = `
 INSERT INTO kept_records (topic, partition, "offset", verdict, detail, lease, token, owner_id, batch_id, seq, key, value, headers)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::jsonb)`
+
+// qUpsertCheckpoint keeps a lease's checkpoint record of the generation in
+// force (judged by the caller under the fence's lock) when it is newer
+// than the lease's row: a larger token, or the same token at a larger
+// offset. Token first: the row is per lease, and a lease that moved
+// partitions (FM31) has its older generations' offsets on another one.
+const qUpsertCheckpoint = `
+INSERT INTO checkpoints (lease, token, owner_id, batch_id, topic, partition, "offset", value)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (lease) DO UPDATE
+   SET token = EXCLUDED.token, owner_id = EXCLUDED.owner_id, batch_id = EXCLUDED.batch_id, topic = EXCLUDED.topic,
+       partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", value = EXCLUDED.value, updated_at = clock_timestamp()
+ WHERE EXCLUDED.token > checkpoints.token OR (EXCLUDED.token = checkpoints.token AND EXCLUDED."offset" > checkpoints."offset")`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,9 @@ type serveFlags struct {
 	// maxSessions and maxSessionsPerClient bound the live sessions of the
 	// replica and of one API client (FM46).
 	maxSessions, maxSessionsPerClient int
+	// ledgerURL is the ledger's database, read by the checkpoint read
+	// (empty: --database-url).
+	ledgerURL string
 }
 
 func (f *serveFlags) register(fs *cmdFlags) {
@@ -76,6 +80,7 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot, shared fairly between clients; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
 		fs.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "live sessions on this replica; an acquire beyond is answered 429 before its grant")
 		fs.IntVar(&f.maxSessionsPerClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "live sessions of one API client on this replica; an acquire beyond is answered 429 before its grant")
+		fs.StringVar(&f.ledgerURL, "ledger-database-url", "", "Postgres URL of the ledger, the --database-url of materialize, read by GET /v1/leases/{name}/checkpoint (empty: --database-url)")
 		fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 		d := gateway.DefaultServerConfig()
 		fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -161,6 +166,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	warmStore(ctx, store, pool, log)
+	ledger, err := openPool(ctx, cmp.Or(f.ledgerURL, f.databaseURL), ledgerReadPoolSize)
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
 	mp, metricsHandler, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Gateway, Instance: f.replica})
 	if err != nil {
 		return err
@@ -175,6 +185,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		MeterProvider: mp, TracerProvider: tp,
 		Replica: f.replica, AdvertiseURL: f.advertise,
 		Kafka:      gateway.KafkaConfig{Config: conn, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
+		Ledger:     ledger,
 		BarrierKey: key,
 		Limits:     f.limits,
 		ParkAfter:  f.gatewayParkAfter(),
@@ -268,6 +279,10 @@ func probeKafka(ctx context.Context, conn kafkaconn.Config, log *slog.Logger) (b
 // pool_max_conns: pgxpool's default (4 on two cores) queues handovers
 // behind each other until their budgets expire.
 const leaseStorePoolSize = 32
+
+// ledgerReadPoolSize is the pool of the checkpoint read's ledger queries,
+// unless the URL sets pool_max_conns: one short query per poll.
+const ledgerReadPoolSize = 2
 
 // openStore opens the lease store's pool, migrates when asked and verifies
 // the token sequence. keepWarm (the gateway) keeps every connection of the

@@ -33,7 +33,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) { return li
 // qReset empties the ledger and its positions. Only for a development
 // broker that starts empty: the ledger of an earlier run would point at
 // offsets that no longer exist.
-const qReset = `TRUNCATE fences, accepted_records, rejected_records, consumer_positions`
+const qReset = `TRUNCATE fences, accepted_records, rejected_records, consumer_positions, checkpoints`
 
 // Reset empties the ledger (development only; see qReset).
 func Reset(ctx context.Context, pool *pgxpool.Pool) error {
