@@ -185,8 +185,9 @@ func TestCheckpointLedgerBehindUntilTheContextEnds(t *testing.T) {
 	defer cancel()
 	_, err := l.Checkpoint(ctx)
 	var p *client.Problem
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &p) || p.Code != "ledger_behind" || p.RetryAfter != time.Second {
-		t.Fatalf("Checkpoint: %v; want the deadline and the last answer, ledger_behind with Retry-After 1s", err)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &p) || p.Code != client.CodeLedgerBehind ||
+		p.RetryAfter != time.Second || p.LedgerToken != 4 {
+		t.Fatalf("Checkpoint: %v; want the deadline and the last answer, ledger_behind with Retry-After 1s and ledger token 4 (recorded)", err)
 	}
 	if !open(l) {
 		t.Error("ledger_behind lost the lease")
