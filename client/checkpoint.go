@@ -81,7 +81,10 @@ func checkpointWait(ctx context.Context) string {
 // A ledger that has not caught up yet (503 ledger_behind) is asked again
 // after its Retry-After until ctx ends; the error then matches ctx's
 // error and the last answer (ErrorCode gives ledger_behind,
-// Problem.LedgerToken the ledger's fence). lease_lost means the
+// Problem.LedgerToken the ledger's fence). A ledger whose materializer
+// does not run never catches up: with context.Background() the read
+// waits for it for as long as that lasts, so give ctx a deadline where
+// the wait must end. lease_lost means the
 // generation is over: the lease is lost. Transport errors and other 5xx
 // are retried with backoff; other refusals are returned as a *Problem.
 // ctx bounds this call only, never the lease's life.
