@@ -101,6 +101,33 @@
 // still holds it for this owner until it expires. Fail closed is the choice
 // here; re-acquire (AcquireWait) to go on.
 //
+// # Checkpoints
+//
+// A worker that consumes an input keeps its place in the lease's
+// checkpoint: each batch carries the worker's state after it
+// (WithCheckpoint: an input offset, a cursor, any bytes), committed in the
+// batch's own transaction, so the checkpoint is in the ledger exactly when
+// the batch is. Whoever holds the lease next, this worker after a loss or
+// another one after a takeover, reads it with Lease.Checkpoint and goes on
+// from its Value; the package's checkpoint Example is that loop: acquire,
+// read the checkpoint, process from there, produce with the next
+// checkpoint, on a loss start over.
+//
+// The read answers once the ledger has applied the barrier of the lease's
+// current generation (it waits, and retries ledger_behind within its
+// context), so it is final for every older generation: a batch of theirs
+// is either behind the checkpoint or refused for good. That settles a
+// batch whose outcome Produce could not tell (ErrOutcomeUnknown: its
+// answer was lost, then the lease): the checkpoint after the next acquire
+// names the last checkpointed batch (Checkpoint.Committed). When Produce
+// itself met generation_ended it already asked for a new generation and
+// retried the batch under it, with the same checkpoint; only a Produce
+// that returned with the outcome unknown leaves anything to settle.
+//
+// A batch with a checkpoint travels in version 2 of the binary body,
+// which gateways that predate checkpoints refuse (invalid_request) rather
+// than drop the checkpoint; batches without one stay in version 1.
+//
 // # Codes
 //
 // Switch on ErrorCode(err), never on Problem.Detail. The Code constants are

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strconv"
 	"sync"
 	"time"
 
@@ -87,6 +88,87 @@ func Example() {
 	// doc-a committed under token 1
 	// doc-b committed under token 1
 	// lease lost (lease_lost): backing off, then waiting for it again
+	// doc-c committed under token 2
+	// doc-d committed under token 2
+}
+
+// A worker that keeps its place in the lease's checkpoint: each batch
+// carries the position after it (WithCheckpoint), committed with the
+// batch; whoever acquires the lease next, this worker or another, reads it
+// (Checkpoint) and goes on from there. On a loss the worker starts over:
+// acquire, read the checkpoint, process from there.
+//
+// Here the second batch lands but its answer is lost, and the retry finds
+// the lease lost (another worker took it over): Produce cannot tell
+// whether doc-b is committed. The checkpoint read after the next acquire
+// can: the ledger has applied everything of the older generation by then.
+func Example_checkpoint() {
+	base := gatewayURL(map[string][]string{kProduce: {"", landedThenTransport, "lease_lost_not_owner"}})
+
+	ctx := context.Background() // a worker's own: signal.NotifyContext(ctx, syscall.SIGTERM)
+	c, err := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-17"})
+	if err != nil {
+		log.Fatal(err) // a Config that could never work
+	}
+	defer c.Close(context.Background())  // a worker bounds it: the gateway may be gone
+	docs := []string{"a", "b", "c", "d"} // the worker's input, in order
+	uncertain := ""                      // a batch whose outcome Produce could not tell
+	for losses := 0; ; {
+		lease, err := c.AcquireWait(ctx, "shard:42")
+		if err != nil {
+			log.Fatal(err) // ctx ended, or a refusal to fix (unauthorized, ...)
+		}
+		cp, err := lease.Checkpoint(ctx) // waits for the ledger to catch up with this generation
+		next := 0                        // docs[:next] are committed
+		if err == nil {
+			if cp != nil {
+				next, _ = strconv.Atoi(string(cp.Value)) // where the last checkpointed batch left off
+			}
+			if uncertain != "" {
+				fmt.Printf("%s committed: %v\n", uncertain, cp.Committed(uncertain))
+				uncertain = ""
+			}
+			fmt.Printf("token %d: starting at doc %d\n", lease.Grant().Token, next)
+		}
+		for err == nil && next < len(docs) {
+			select {
+			case <-lease.Lost(): // a long step between batches selects on it too
+				err = lease.Err()
+			default:
+				batchID := "doc-" + docs[next]
+				after := []byte(strconv.Itoa(next + 1)) // where the work goes on once this batch is in
+				var res client.Result
+				res, err = lease.Produce(ctx, batchID, []client.Record{{Key: []byte(docs[next]), Value: []byte("payload")}},
+					client.WithCheckpoint(after))
+				if errors.Is(err, client.ErrOutcomeUnknown) {
+					uncertain = batchID // the checkpoint will tell
+				}
+				if err == nil {
+					fmt.Printf("%s committed under token %d\n", batchID, res.Token)
+					next++
+				}
+			}
+		}
+		if err == nil {
+			return // all done; Close releases the lease
+		}
+		if !errors.Is(err, client.ErrLeaseLost) {
+			log.Fatal(err) // a refusal to fix (payload_too_large, ...), or ctx ended
+		}
+		losses++
+		fmt.Printf("lease lost (%s): starting over\n", client.ErrorCode(err))
+		select {
+		case <-time.After(client.Backoff(losses, 100*time.Millisecond, 10*time.Second, 0)):
+		case <-ctx.Done():
+			return
+		}
+	}
+	// Output:
+	// token 1: starting at doc 0
+	// doc-a committed under token 1
+	// lease lost (lease_lost): starting over
+	// doc-b committed: true
+	// token 2: starting at doc 2
 	// doc-c committed under token 2
 	// doc-d committed under token 2
 }

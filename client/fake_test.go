@@ -33,6 +33,19 @@ type fakeGateway struct {
 	script map[string][]string // kind -> replies to send before the normal answer
 	log    []string            // "kind token [batch] @server"
 	ttls   map[string][]int64  // kind -> the ttl_ms of each request
+
+	checkpoints map[string]map[string]any // lease name -> the checkpoint member of its reads
+	batches     []sentBatch               // every produce request, in order
+	waits       []string                  // the wait parameter of each checkpoint read
+}
+
+// sentBatch is what one produce request carried.
+type sentBatch struct {
+	contentType string
+	version     byte // of a binary body: the byte after "FGB"
+	token       int64
+	batchID     string
+	checkpoint  []byte // nil: none
 }
 
 // Request kinds.
@@ -42,12 +55,14 @@ const (
 	kRenew      = "renew"
 	kProduce    = "produce"
 	kRelease    = "release"
+	kCheckpoint = "checkpoint"
 )
 
 // newFakeGateway starts the fake; tb (a test, or nil for an example)
 // closes it at its end, after the test's own cleanups.
 func newFakeGateway(tb testing.TB) *fakeGateway {
-	f := &fakeGateway{script: map[string][]string{}, ttls: map[string][]int64{}, tokens: map[string]int64{}}
+	f := &fakeGateway{script: map[string][]string{}, ttls: map[string][]int64{}, tokens: map[string]int64{},
+		checkpoints: map[string]map[string]any{}}
 	f.srv = httptest.NewServer(f.handler("a"))
 	f.other = httptest.NewServer(f.handler("b"))
 	if tb != nil {
@@ -99,20 +114,22 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			BatchID string `json:"batch_id"`
 			Records []any  `json:"records"`
 		}
+		sent := sentBatch{contentType: r.Header.Get("Content-Type")}
 		if r.Header.Get("Content-Type") == wire.ContentType {
 			raw, _ := io.ReadAll(r.Body)
-			b, err := wire.Decode(raw, wire.Limits{Records: 1 << 20, Headers: 1 << 20, HeaderBytes: 1 << 30})
+			b, err := wire.Decode(raw, wire.Limits{Records: 1 << 20, Headers: 1 << 20, HeaderBytes: 1 << 30, Checkpoint: 1 << 16})
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
 			body.Owner, body.Token, body.BatchID = b.OwnerID, b.Token, b.BatchID
 			body.Records = make([]any, len(b.Records))
+			sent.version, sent.checkpoint = raw[3], b.Checkpoint
 		} else {
 			_ = json.NewDecoder(r.Body).Decode(&body)
 		}
 		if name, ok := strings.CutPrefix(r.URL.Path, "/v1/leases/"); ok {
-			body.Name = strings.TrimSuffix(name, "/records")
+			body.Name = strings.TrimSuffix(strings.TrimSuffix(name, "/records"), "/checkpoint")
 		}
 		kind := ""
 		switch {
@@ -124,6 +141,11 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			kind = kRenew
 		case r.Method == http.MethodPost:
 			kind = kProduce
+			sent.token, sent.batchID = body.Token, body.BatchID
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/checkpoint"):
+			kind = kCheckpoint
+			body.Owner = r.URL.Query().Get("owner_id")
+			body.Token, _ = strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
 		case r.Method == http.MethodDelete:
 			kind = kRelease
 			body.Token, _ = strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
@@ -132,11 +154,22 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 		if body.TTL != 0 {
 			f.ttls[kind] = append(f.ttls[kind], body.TTL)
 		}
+		switch kind {
+		case kProduce:
+			f.batches = append(f.batches, sent)
+		case kCheckpoint:
+			f.waits = append(f.waits, r.URL.Query().Get("wait"))
+		}
 		f.log = append(f.log, strings.Join(slices.DeleteFunc([]string{kind, strconv.FormatInt(body.Token, 10), body.BatchID, "@" + name},
 			func(s string) bool { return s == "" }), " "))
 		var scripted string
 		if q := f.script[kind]; len(q) > 0 {
 			scripted, f.script[kind] = q[0], q[1:]
+		}
+		if scripted == landedThenTransport {
+			f.commitLocked(body.Name, body.Owner, sent, len(body.Records))
+			f.mu.Unlock()
+			panic(http.ErrAbortHandler)
 		}
 		if scripted != "" {
 			f.mu.Unlock()
@@ -168,13 +201,13 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 				lost()
 				return
 			}
-			offs := make([]int64, len(body.Records))
-			for i := range offs {
-				offs[i] = f.offset
-				f.offset++
+			writeJSON(w, http.StatusOK, f.commitLocked(body.Name, body.Owner, sent, len(body.Records)))
+		case kCheckpoint:
+			if body.Token != f.tokens[body.Name] {
+				lost()
+				return
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"name": body.Name, "token": body.Token, "topic": "shard-output",
-				"partition": 1, "offsets": offs, "producer_epoch": body.Token})
+			writeJSON(w, http.StatusOK, map[string]any{"name": body.Name, "token": body.Token, "checkpoint": f.checkpoints[body.Name]})
 		case kRelease:
 			if body.Token != f.tokens[body.Name] {
 				lost()
@@ -183,6 +216,44 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 			w.WriteHeader(http.StatusNoContent)
 		}
 	}
+}
+
+// landedThenTransport, scripted for a produce, commits the batch and then
+// drops the connection: a batch that landed although the worker never
+// heard so.
+const landedThenTransport = "landed_then_transport"
+
+// commitLocked commits a batch of n records (and its checkpoint) and
+// returns the 200 answer.
+func (f *fakeGateway) commitLocked(name, owner string, b sentBatch, n int) map[string]any {
+	offs := make([]int64, n)
+	for i := range offs {
+		offs[i] = f.offset
+		f.offset++
+	}
+	res := map[string]any{"name": name, "token": b.token, "topic": "shard-output",
+		"partition": 1, "offsets": offs, "producer_epoch": b.token}
+	if b.checkpoint != nil {
+		f.checkpoints[name] = map[string]any{"token": b.token, "owner_id": owner, "batch_id": b.batchID,
+			"partition": 1, "offset": f.offset, "value": map[string]any{"type": "BINARY", "data": b.checkpoint}}
+		res["checkpoint_offset"] = f.offset
+		f.offset++
+	}
+	return res
+}
+
+// sent returns the produce requests so far.
+func (f *fakeGateway) sent() []sentBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sentBatch(nil), f.batches...)
+}
+
+// waited returns the wait parameters of the checkpoint reads so far.
+func (f *fakeGateway) waited() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.waits...)
 }
 
 func (f *fakeGateway) grantLocked(w http.ResponseWriter, name string, status int) {
@@ -223,7 +294,8 @@ func (f *fakeGateway) replyLocked(w http.ResponseWriter, name string) {
 	if _, ok := doc["holder_url"]; ok {
 		doc["holder_url"] = f.other.URL
 	}
-	if doc["code"] == "too_many_requests" {
+	switch doc["code"] {
+	case "too_many_requests", "ledger_behind":
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/problem+json")

@@ -359,6 +359,46 @@ type Result struct {
 	Partition     int32   `json:"partition"`
 	Offsets       []int64 `json:"offsets"`
 	ProducerEpoch int16   `json:"producer_epoch"`
+	// CheckpointOffset is the offset of the batch's checkpoint record
+	// (WithCheckpoint), after its records; 0 when the batch carried none
+	// (a checkpoint record follows at least one record, so its offset is
+	// never 0).
+	CheckpointOffset int64 `json:"checkpoint_offset,omitempty"`
+}
+
+// ProduceOption sets something of one Produce call: WithCheckpoint.
+type ProduceOption func(*produceSettings)
+
+// produceSettings are what a Produce call takes from its ProduceOptions.
+type produceSettings struct {
+	checkpoint []byte // nil: none
+}
+
+// WithCheckpoint makes the batch carry value as the lease's checkpoint:
+// the worker's state after this batch, typically where its input goes on
+// (an offset, a cursor, a file position). The gateway writes it as one
+// more record in the batch's own transaction, so it is committed exactly
+// when the batch's records are, and the ledger keeps the newest accepted
+// one per lease; Lease.Checkpoint reads it. A nil value is no checkpoint;
+// an empty non-nil one is an empty checkpoint. The gateway refuses a
+// value over 64 KiB with payload_too_large, writing nothing.
+//
+// A batch with a checkpoint is sent in version 2 of the binary body; a
+// gateway that predates checkpoints refuses it (invalid_request) rather
+// than drop the checkpoint. Batches without one stay in version 1.
+func WithCheckpoint(value []byte) ProduceOption {
+	return func(s *produceSettings) { s.checkpoint = value }
+}
+
+// produceOptions applies opts.
+func produceOptions(opts []ProduceOption) produceSettings {
+	var s produceSettings
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	return s
 }
 
 // wireRecords converts recs for the binary body, header names sorted.
@@ -399,9 +439,9 @@ func wireRecords(recs []Record) []wire.Record {
 // ctx bounds this call only (its attempts and the waits between them);
 // when it ends, Produce returns an error matching ctx's error and the
 // last answer. The lease goes on either way.
-func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Result, error) {
+func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record, opts ...ProduceOption) (Result, error) {
 	start := time.Now()
-	res, err := l.produce(ctx, batchID, recs)
+	res, err := l.produce(ctx, batchID, recs, produceOptions(opts))
 	latency := time.Since(start)
 	outcome := outcomeOf(err)
 	l.c.log.Debug("produce returned", "lease", l.name, "batch", batchID, "outcome", outcome.String(), "latency", latency, "err", err)
@@ -409,7 +449,7 @@ func (l *Lease) Produce(ctx context.Context, batchID string, recs []Record) (Res
 	return res, err
 }
 
-func (l *Lease) produce(ctx context.Context, batchID string, recs []Record) (Result, error) {
+func (l *Lease) produce(ctx context.Context, batchID string, recs []Record, s produceSettings) (Result, error) {
 	path := "/v1/leases/" + url.PathEscape(l.name) + "/records"
 	records := wireRecords(recs)
 	unknown := false
@@ -436,7 +476,7 @@ func (l *Lease) produce(ctx context.Context, batchID string, recs []Record) (Res
 		}
 		var res Result
 		err = l.c.call(ctx, base, http.MethodPost, path, wire.Batch{
-			OwnerID: l.c.cfg.Owner, Token: token, BatchID: batchID, Records: records}, &res)
+			OwnerID: l.c.cfg.Owner, Token: token, BatchID: batchID, Records: records, Checkpoint: s.checkpoint}, &res)
 		if err == nil {
 			return res, nil
 		}

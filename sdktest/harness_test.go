@@ -30,6 +30,7 @@ import (
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/materializer"
 	"github.com/fencegate/fencegate/txnmap"
 	"github.com/fencegate/fencegate/verify"
 )
@@ -40,10 +41,14 @@ const (
 	token      = "sdk-test-token"
 )
 
+// barrierKey signs the replicas' barriers; the ledger verifies them.
+var barrierKey = []byte("sdk test barrier key 0123456789")
+
 // bundle is one Postgres database and one Kafka cluster (kfake, or a topic
 // of its own on the external cluster) shared by the replicas of a test.
 type bundle struct {
 	t       testing.TB
+	db      *pgtest.DB // the lease store's and the ledger's
 	store   *leasestore.Store
 	kafka   *kafkatest.Cluster
 	router  *txnmap.Router
@@ -67,7 +72,7 @@ func setup(t testing.TB) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{t: t, store: store, kafka: k, router: router, auth: auth}
+	return &bundle{t: t, db: db, store: store, kafka: k, router: router, auth: auth}
 }
 
 // replica is one gateway process at a fixed address. restart replaces its
@@ -103,7 +108,8 @@ func (b *bundle) newReplica(mod func(*gateway.Config)) *replica {
 		AdvertiseURL:   r.url,
 		HeartbeatEvery: 200 * time.Millisecond,
 		Kafka:          gateway.KafkaConfig{Config: b.kafka.Conn, TransactionTimeoutMS: 10000},
-		BarrierKey:     []byte("sdk test barrier key 0123456789"),
+		BarrierKey:     barrierKey,
+		Ledger:         b.db.Pool, // the checkpoint read's; a ledger runs only where a test starts one
 		CommitTimeout:  5 * time.Second,
 		ReapInterval:   50 * time.Millisecond,
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -282,6 +288,32 @@ func (b *bundle) check(t testing.TB, lease string, a *acked) []verify.Record {
 		t.Errorf("%s", v)
 	}
 	return recs
+}
+
+// runLedger runs a materializer on the bundle's database, the ledger that
+// checkpoint reads wait for, until stop (or the test's end).
+func (b *bundle) runLedger() (stop func()) {
+	b.t.Helper()
+	m, err := materializer.New(b.db.Pool, b.router, materializer.Config{Kafka: b.kafka.Conn, BarrierKey: barrierKey,
+		PollTimeout: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.t.Errorf("materializer: %v", err)
+			}
+			m.Close()
+		})
+	}
+	b.t.Cleanup(stop)
+	return stop
 }
 
 // eventually polls cond until it holds or timeout passes.

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +123,19 @@ func TestRecordedRepliesMatchTheGateway(t *testing.T) {
 	record("not_holder", http.StatusConflict, s, raw)
 	s, raw = send(t, a.url, token, "POST", "/v1/leases", map[string]any{"name": "shard:102", "owner_id": "w1", "ttl_ms": 30000})
 	record("draining", http.StatusServiceUnavailable, s, raw)
+
+	// ledger_behind: the ledger applied the barrier of the lease's first
+	// generation, then stopped before the second's.
+	stop := b.runLedger()
+	tok = grant(other.url, "shard:103", "w1", 0)
+	q := "/v1/leases/shard:103/checkpoint?owner_id=w1&wait=10s&token="
+	if s, raw = send(t, other.url, token, "GET", q+strconv.FormatInt(tok, 10), nil); s != http.StatusOK {
+		t.Fatalf("checkpoint read with the ledger running: %d %s", s, raw)
+	}
+	stop()
+	tok = grant(other.url, "shard:103", "w1", tok)
+	s, raw = send(t, other.url, token, "GET", strings.Replace(q, "10s", "50ms", 1)+strconv.FormatInt(tok, 10), nil)
+	record("ledger_behind", http.StatusServiceUnavailable, s, raw)
 
 	if *update {
 		if err := os.MkdirAll(repliesDir, 0o755); err != nil {
