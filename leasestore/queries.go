@@ -286,3 +286,6 @@ const qDirectLeases = `SELECT ` + leaseColumns + `, clock_timestamp() FROM lease
 // sequence, so that markers of a change rolled back here after they
 // reached Kafka are older than the next attempt's.
 const qNextRolloutVersion = `SELECT nextval('rollout_version_seq')`
+
+// qForgetRollouts forgets every rollout state (ForgetRollouts).
+const qForgetRollouts = `TRUNCATE rollout_states`

@@ -275,3 +275,14 @@ func scanRollout(row scanner) (Rollout, error) {
 	err := row.Scan(&r.Pattern, &r.State, &r.Version, &r.ChangedAt, &r.ChangedBy, &r.Reason)
 	return r, err
 }
+
+// ForgetRollouts forgets every pattern's rollout state (development only:
+// a development broker starts empty, without the markers the states
+// wrote, so its ledger judges every pattern enforced; the audit rows of
+// rollout_events stay).
+func (s *Store) ForgetRollouts(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, qForgetRollouts); err != nil {
+		return unavailable("forget rollouts", err)
+	}
+	return nil
+}

@@ -113,11 +113,14 @@ func resetDevDatabase(ctx context.Context, url string, log *slog.Logger) error {
 	if err == nil {
 		err = store.ForgetPlacements(ctx)
 	}
+	if err == nil {
+		err = store.ForgetRollouts(ctx)
+	}
 	if err != nil {
 		return err
 	}
-	log.Info("development broker is empty: materializer state and route placements cleared (fences, ledger, positions, placements)",
-		"database", name)
+	log.Info("development broker is empty: materializer state, route placements and rollout states cleared "+
+		"(fences, ledger, positions, placements, rollout states)", "database", name)
 	return nil
 }
 

@@ -46,7 +46,8 @@ func addLedgerRows(t *testing.T, dbURL string) {
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `INSERT INTO consumer_positions (topic, partition, next_offset) VALUES ('legacy-output', 3, 42);
-		INSERT INTO route_placements (pattern, version, topic, partitions) VALUES ('legacy:*', 1, 'legacy-output', 7)`); err != nil {
+		INSERT INTO route_placements (pattern, version, topic, partitions) VALUES ('legacy:*', 1, 'legacy-output', 7);
+		INSERT INTO rollout_states (pattern, state, version, changed_by) VALUES ('legacy:*', 'observe', 1, 'ops')`); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -121,6 +122,17 @@ func TestFM45_DevUsesADatabaseOfItsOwn(t *testing.T) {
 	}
 	if pos, pl := ledgerRows(t, dbURL, false); pos != 0 || pl != 0 {
 		t.Fatalf("dev left %d positions and %d placements in its own database", pos, pl)
+	}
+	// Its broker starts without the rollout markers: a state left here
+	// would tell the gateway observe while the ledger judges enforced.
+	conn, err = pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var states int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM rollout_states`).Scan(&states); err != nil || states != 0 {
+		t.Fatalf("dev left %d rollout states in its own database (%v)", states, err)
 	}
 }
 
