@@ -137,7 +137,10 @@ func (b *testBundle) blockDatabase(t *testing.T) func() {
 		}
 	}
 	exec("ALTER DATABASE " + name + " CONNECTION LIMIT 0")
-	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name)
+	// Client connections only: an autovacuum worker on the database is a
+	// superuser's, which the test's role may not terminate.
+	exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() "+
+		"AND backend_type = 'client backend'", name)
 	return func() {
 		exec("ALTER DATABASE " + name + " CONNECTION LIMIT -1")
 		admin.Close(context.Background())

@@ -181,31 +181,19 @@ func (r *runner) checkLedger(ctx context.Context, rep *report.Report) error {
 	if err := r.waitCaughtUp(ctx); err != nil {
 		return err
 	}
-	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, owner_id, batch_id, count(*), count(DISTINCT seq)
-		FROM accepted_records WHERE topic = $1 GROUP BY lease, owner_id, batch_id`, r.stack.Topic())
+	inLedger, err := r.ledgerBatches(ctx)
 	if err != nil {
 		return err
-	}
-	defer rows.Close()
-	inLedger := map[string][2]int64{}
-	for rows.Next() {
-		var lease, owner, batch string
-		var n, distinct int64
-		if err := rows.Scan(&lease, &owner, &batch, &n, &distinct); err != nil {
-			return err
-		}
-		inLedger[lease+"|"+owner+"|"+batch] = [2]int64{n, distinct}
 	}
 	lc := &rep.Ledger
 	acked := map[string]bool{}
 	for _, b := range r.st.acked {
-		k := b.Lease + "|" + b.Owner + "|" + b.BatchID
+		k := batchKey(b)
 		acked[k] = true
-		got := inLedger[k]
-		switch {
-		case got[0] == 0 || got[1] < int64(len(b.Offsets)):
+		switch ledgerVerdict(b, inLedger[k]) {
+		case batchMissing:
 			lc.Missing++
-		case got[0] != got[1]:
+		case batchDuplicated:
 			lc.Duplicated++
 		}
 	}
@@ -216,7 +204,49 @@ func (r *runner) checkLedger(ctx context.Context, rep *report.Report) error {
 	}
 	lc.AckedBatches = len(acked)
 	lc.Pass = lc.Missing == 0 && lc.Duplicated == 0
-	return rows.Err()
+	return nil
+}
+
+// ledgerBatches counts, per batch (batchKey) in accepted_records, its
+// records and its distinct seqs.
+func (r *runner) ledgerBatches(ctx context.Context) (map[string][2]int64, error) {
+	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, owner_id, batch_id, count(*), count(DISTINCT seq)
+		FROM accepted_records WHERE topic = $1 GROUP BY lease, owner_id, batch_id`, r.stack.Topic())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	inLedger := map[string][2]int64{}
+	for rows.Next() {
+		var lease, owner, batch string
+		var n, distinct int64
+		if err := rows.Scan(&lease, &owner, &batch, &n, &distinct); err != nil {
+			return nil, err
+		}
+		inLedger[lease+"|"+owner+"|"+batch] = [2]int64{n, distinct}
+	}
+	return inLedger, rows.Err()
+}
+
+func batchKey(b AckedBatch) string { return b.Lease + "|" + b.Owner + "|" + b.BatchID }
+
+// The ledger's verdicts on an acknowledged batch.
+const (
+	batchOnce = iota
+	batchMissing
+	batchDuplicated
+)
+
+// ledgerVerdict judges acknowledged batch b by its ledger counts got
+// (records, distinct seqs): missing, duplicated, or there exactly once.
+func ledgerVerdict(b AckedBatch, got [2]int64) int {
+	switch {
+	case got[0] == 0 || got[1] < int64(len(b.Offsets)):
+		return batchMissing
+	case got[0] != got[1]:
+		return batchDuplicated
+	}
+	return batchOnce
 }
 
 // waitCaughtUp polls until every partition's stored position reaches its

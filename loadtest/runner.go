@@ -73,6 +73,9 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if sc.MixedFleet {
+		return RunMixed(ctx, s, sc, opts)
+	}
 	if (sc.AmbiguityEvery > 0) && !s.InProcessBroker() {
 		return nil, stack.ErrNotEmbedded
 	}
@@ -82,8 +85,7 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && len(s.Children()) < 2 {
 		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
 	}
-	r := &runner{sc: sc, stack: s, clients: map[clientKey]*client{}, lost: map[int32][]int64{},
-		st: newStats(sc.Leases), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
+	r := newRunner(s, sc, opts)
 	sep, _ := s.Separate()
 	pause := sep.PauseMaterializer
 	if pause {
@@ -114,6 +116,11 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	return rep, nil
 }
 
+func newRunner(s *stack.Stack, sc Scenario, opts Options) *runner {
+	return &runner{sc: sc, stack: s, clients: map[clientKey]*client{}, lost: map[int32][]int64{},
+		st: newStats(sc.Leases), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
+}
+
 // runInfo is the report's account of a run started at started by this
 // binary with the command line command (nil: this process's).
 func runInfo(started time.Time, command []string) report.RunInfo {
@@ -129,23 +136,7 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	defer cancel()
 	r.st = newStats(r.sc.Leases)
 	var wg sync.WaitGroup
-	urls, tokens := r.stack.URLs(), r.stack.WorkerTokens()
-	for l := range r.sc.Leases {
-		var ws []*worker
-		for i := range r.sc.WorkersPerLease {
-			// Contenders of a lease start on different replicas, so that
-			// one of them takes the lease over while the other's replica
-			// is frozen.
-			// Workers take the API clients in turn.
-			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r,
-				api: (l*r.sc.WorkersPerLease + i) % len(tokens)}
-			w.gw.Store(r.client(urls[(l+i)%len(urls)], w.api))
-			ws = append(ws, w)
-			wg.Add(1)
-			go func() { defer wg.Done(); w.run(pctx) }()
-		}
-		r.workers = append(r.workers, ws)
-	}
+	r.startWorkers(pctx, &wg)
 	var faults sync.WaitGroup
 	r.every(pctx, &faults, r.sc.FreezeEvery, func() { r.pickHolder(func(w *worker) { w.freeze.Store(true) }) })
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
@@ -175,6 +166,28 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	wg.Wait()
 	faults.Wait()
 	r.progressDone()
+}
+
+// startWorkers starts the gateway workers, WorkersPerLease for each of
+// the leases shard:0..shard:Leases-1, until ctx ends.
+func (r *runner) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
+	urls, tokens := r.stack.URLs(), r.stack.WorkerTokens()
+	for l := range r.sc.Leases {
+		var ws []*worker
+		for i := range r.sc.WorkersPerLease {
+			// Contenders of a lease start on different replicas, so that
+			// one of them takes the lease over while the other's replica
+			// is frozen.
+			// Workers take the API clients in turn.
+			w := &worker{id: fmt.Sprintf("w%d-%d", l, i), lease: fmt.Sprintf("shard:%d", l), r: r,
+				api: (l*r.sc.WorkersPerLease + i) % len(tokens)}
+			w.gw.Store(r.client(urls[(l+i)%len(urls)], w.api))
+			ws = append(ws, w)
+			wg.Add(1)
+			go func() { defer wg.Done(); w.run(ctx) }()
+		}
+		r.workers = append(r.workers, ws)
+	}
 }
 
 // clientKey names a client: a gateway URL and an API client.

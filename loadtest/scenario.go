@@ -65,6 +65,19 @@ type Scenario struct {
 	// Body is how workers send batches: "binary" (the compact body the
 	// SDK sends, the default) or "json" (what curl sends).
 	Body string `yaml:"body"`
+	// MixedFleet runs direct workers (old binaries: leases through the
+	// API with a direct client's token, their own producer) beside the
+	// gateway workers on shard:*, and walks the pattern observe -> gated
+	// -> enforced through the admin API, StateDuration in each state
+	// (gated longer while a direct lease is live), then applies the ACL
+	// plan (RunMixed). The faults and baselines are off. Embedded with the
+	// in-process gateway only.
+	MixedFleet bool `yaml:"mixed_fleet"`
+	// StateDuration is the time in each rollout state (default Duration/3).
+	StateDuration time.Duration `yaml:"state_duration"`
+	// DirectWorkers is the number of direct workers, one lease each
+	// (default 2; at least 2: the first freezes at gate, past its TTL).
+	DirectWorkers int `yaml:"direct_workers"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
@@ -107,7 +120,17 @@ func (s *Scenario) Validate() error {
 	if s.Body == "" {
 		s.Body = BodyBinary
 	}
+	if s.MixedFleet && s.StateDuration == 0 {
+		s.StateDuration = s.Duration / 3
+	}
+	if s.MixedFleet && s.DirectWorkers == 0 {
+		s.DirectWorkers = 2
+	}
 	switch {
+	case s.MixedFleet && (s.StateDuration < s.TTL || s.StateDuration > time.Hour):
+		return errors.New("state_duration must be in [ttl, 1h]")
+	case s.MixedFleet && (s.DirectWorkers < 2 || s.DirectWorkers > 100):
+		return errors.New("direct_workers must be 2..100")
 	case s.Body != BodyBinary && s.Body != BodyJSON:
 		return errors.New("body must be binary or json")
 	case s.Leases < 1 || s.Leases > 10000:

@@ -23,6 +23,8 @@ type AckedBatch struct {
 	Token   int64
 	BatchID string
 	Offsets []int64
+	// At is when the batch was acknowledged.
+	At time.Time
 }
 
 // stats are what workers record during the gateway phase.

@@ -305,7 +305,7 @@ func (w *worker) produce(ctx context.Context) {
 		}
 		rep.decode(&acked)
 		offs := acked.Offsets
-		w.r.st.batch(AckedBatch{Lease: w.lease, Owner: w.id, Token: w.token, BatchID: batch, Offsets: offs}, len(offs), time.Since(start))
+		w.r.st.batch(AckedBatch{Lease: w.lease, Owner: w.id, Token: w.token, BatchID: batch, Offsets: offs, At: time.Now()}, len(offs), time.Since(start))
 	case rep.problem.Code == sdk.CodeGenerationEnded, rep.problem.Code == sdk.CodeNotHolder:
 		w.pending = batch // same batch_id under the next generation
 		w.regenerate(ctx)

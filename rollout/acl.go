@@ -30,7 +30,7 @@ func ApplyACLPlan(ctx context.Context, conn kafkaconn.Config, plan []ACLChange) 
 	if err != nil {
 		return 0, err
 	}
-	cm["go.logs.channel.enable"] = false
+	// No go.logs.channel.enable: the admin client refuses that key.
 	admin, err := kafka.NewAdminClient(&cm)
 	if err != nil {
 		return 0, err

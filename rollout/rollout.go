@@ -108,7 +108,7 @@ func (r *Rollouts) writeMarkers(ctx context.Context, route txnmap.Route, st leas
 	}
 	cm["transactional.id"] = TransactionalID(r.Router.Prefix(), route.Pattern)
 	cm["transaction.timeout.ms"] = int(timeout.Milliseconds())
-	cm["go.logs.channel.enable"] = false
+	cm["go.logs.channel.enable"], cm["enable.metrics.push"] = false, false
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return err

@@ -66,6 +66,9 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.ReplicaPause, "replica-pause", 0, "how long a frozen replica stays stopped (default 3 x TTL)")
 	fs.DurationVar(&sc.DrainReplicaAfter, "drain-replica-after", 0, "SIGTERM the first gateway replica this long into the run, wait for its drain, restart it (embedded; starts 2 replicas; 0: off)")
 	fs.StringVar(&sc.Body, "body", sc.Body, "batch body workers send: binary (as the SDK) or json (as curl)")
+	fs.BoolVar(&sc.MixedFleet, "mixed-fleet", false, "with --embedded (in-process gateway): run direct workers (old binaries: leases through the API, their own producer; one frozen past its TTL) beside the gateway workers on shard:*, walk the rollout observe -> gated -> enforced through the admin API, then apply the ACL plan; the faults and baselines are off")
+	fs.DurationVar(&sc.StateDuration, "state-duration", 0, "with --mixed-fleet: time in each rollout state (default duration/3)")
+	fs.IntVar(&sc.DirectWorkers, "direct-workers", 0, "with --mixed-fleet: direct workers, one lease each (default 2)")
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {
@@ -89,6 +92,12 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errors.New("--gateway-arg needs --separate-processes")
 	}
 	stackOpts := []stack.StackOption{stack.WithClients(*clients), stack.WithLimits(caps)}
+	if sc.MixedFleet {
+		if !*embedded || *child || *replicas > 1 || *separate {
+			return errors.New("--mixed-fleet needs --embedded with the in-process gateway (no --gateway-child, --replicas, replica faults or --separate-processes)")
+		}
+		stackOpts = append(stackOpts, stack.WithMixedFleet())
+	}
 	var stk *stack.Stack
 	var err error
 	if *separate {

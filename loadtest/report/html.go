@@ -291,6 +291,7 @@ type view struct {
 	Gateway    [][2]cell
 	Charts     []chart
 	Latency    chart
+	Mixed      *MixedFigures
 }
 
 func (rep *Report) view() view {
@@ -299,7 +300,7 @@ func (rep *Report) view() view {
 	if s.Rate > 0 {
 		rate = text(fmt.Sprintf("%s batches/s per lease", num(s.Rate)))
 	}
-	v := view{Pass: verdict(rep.Pass), Run: rep.Run.cells()}
+	v := view{Pass: verdict(rep.Pass), Run: rep.Run.cells(), Mixed: rep.Mixed}
 	v.Scenario = [][2]cell{
 		{text("leases x workers per lease"), text(fmt.Sprintf("%d x %d", s.Leases, s.WorkersPerLease))},
 		{text("batch"), text(fmt.Sprintf("%d records of %d B", s.BatchSize, s.RecordSize))},
@@ -311,6 +312,10 @@ func (rep *Report) view() view {
 		{text("ambiguous commit (EndTxn held)"), every(s.AmbiguityEveryS)},
 	}
 	v.Invariants = rep.invariantRows()
+	if rep.Mixed != nil {
+		// I2..I4 are not checked on a log with unstamped direct records.
+		v.Invariants = v.Invariants[:1]
+	}
 	v.Ledger = rep.Ledger
 
 	v.Baselines = rep.baselineRows()
@@ -392,7 +397,8 @@ func verdictCount(n int64) cell {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"n": func(v int) string { return thousands(int64(v)) },
+	"n":              func(v int) string { return thousands(int64(v)) },
+	"mixedStatement": mixedStatement,
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>fencegate loadtest report</title>
 <style>
@@ -412,6 +418,18 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:
 <h2>Scenario</h2>
 <table>{{range .Scenario}}<tr><th class="l">{{(index . 0).Text}}</th><td class="l">{{(index . 1).Text}}</td></tr>{{end}}</table>
 
+{{with .Mixed}}<h2>Mixed fleet on {{.Pattern}}</h2>
+<p class="note">{{.DirectWorkers}} direct workers (old binaries: leases through the API, their own producer; one freezes past its TTL at gate and wakes after enforce) beside the gateway workers; {{printf "%.1f" .StateSeconds}} s per state.</p>
+<table><tr><th class="l">check</th><th class="l">meaning</th><th>result</th><th>checked</th><th>violations</th></tr>
+{{range .Checks}}<tr><td class="l">{{.ID}}</td><td class="l">{{mixedStatement .ID}}</td><td class="{{if .Pass}}pass{{else}}fail{{end}}">{{if .Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Checked}}</td><td>{{n .Violations}}</td></tr>
+{{range .Examples}}<tr><td class="l fail" colspan="5">example: {{.}}</td></tr>{{end}}{{end}}</table>
+<table><tr><th class="l">state</th><th>from s</th><th>to s</th><th>direct grants / renewals</th><th>fenced grants / renewals</th><th>direct records</th><th>kept</th><th>refused</th><th>acked batches</th><th>in ledger once</th></tr>
+{{range .States}}<tr><td class="l">{{.State}}</td><td>{{printf "%.2f" .FromS}}</td><td>{{printf "%.2f" .ToS}}</td><td>{{.DirectGrants}} / {{.DirectRenewals}}</td><td>{{.FencedGrants}} / {{.FencedRenewals}}</td><td>{{.DirectRecords}}</td><td>{{.DirectKept}}</td><td>{{.DirectRefused}}</td><td>{{.AckedBatches}}</td><td>{{.AckedInLedger}}</td></tr>{{end}}</table>
+<p>gate to the last direct lease lapsing: {{printf "%.2f" .GateToLastLapseS}} s; the frozen worker's late records: {{.LateWrites}}. ACL step: plan {{.ACL.Plan}}, {{.ACL.Deleted}} bindings deleted, the direct principal's next write: {{.ACL.NextWrite}} {{.ACL.Error}}</p>
+<h3>What the operator saw (admin API)</h3>
+<table><tr><th>asked s</th><th>answered s</th><th class="l">call</th><th>status</th><th class="l">answer</th></tr>
+{{range .Steps}}<tr><td>{{printf "%.2f" .AskedS}}</td><td>{{printf "%.2f" .AnsweredS}}</td><td class="l">{{.Method}} {{.State}}</td><td>{{.Status}}</td><td class="l"><code>{{printf "%s" .Answer}}</code></td></tr>{{end}}</table>
+{{end}}
 <h2>Invariants</h2>
 <table><tr><th class="l">invariant</th><th class="l">meaning</th><th>result</th><th>checked</th><th>violations</th></tr>
 {{range .Invariants}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Means}}</td><td class="{{if .Inv.Pass}}pass{{else}}fail{{end}}">{{if .Inv.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Inv.Checked}}</td><td>{{n .Inv.Violations}}</td></tr>

@@ -66,6 +66,9 @@ type Report struct {
 	CPU    *CPUFigures        `json:"cpu,omitempty"`
 	RSSMiB map[string]float64 `json:"rss_mib,omitempty"`
 	Bare   *BareFigures       `json:"bare,omitempty"`
+	// Mixed: a --mixed-fleet run only (direct and gateway workers while
+	// the rollout walks observe -> gated -> enforced).
+	Mixed *MixedFigures `json:"mixed,omitempty"`
 	// Pass: every invariant and the ledger hold and the gateway accepted no
 	// stale record.
 	Pass bool `json:"pass"`
@@ -197,6 +200,13 @@ func (rep *Report) Finish() {
 		rep.Steady.RatioGatewayDirect = rep.Steady.RecordsPerS / t.DirectRecordsPerS
 	}
 	rep.finishCPU()
+	if rep.Mixed != nil {
+		// The log holds unstamped direct records: I2..I4 are the fenced
+		// fleet's; the mixed checks and the ledger are this run's verdict.
+		rep.Mixed.finish()
+		rep.Pass = rep.Mixed.Pass && rep.Ledger.Pass && rep.Invariants.I1.Pass
+		return
+	}
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
 		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0
@@ -223,6 +233,10 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	s := rep.Scenario
 	fmt.Fprintf(w, "## fencegate loadtest: %s\n\n", passText(rep.Pass))
 	fmt.Fprintf(w, "run: %s\n\n", rep.Run.summary())
+	if rep.Mixed != nil {
+		rep.Mixed.writeMarkdown(w)
+		return
+	}
 	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze %s, churn %s, ambiguity %s\n\n",
 		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, every(s.FreezeEveryS).Text, every(s.ChurnEveryS).Text,
 		every(s.AmbiguityEveryS).Text)

@@ -108,6 +108,9 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	if err != nil {
 		return nil, err
 	}
+	if s.mixed {
+		return nil, errMixedInProcess
+	}
 	ok := false
 	defer func() {
 		if !ok {

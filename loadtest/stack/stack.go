@@ -83,6 +83,9 @@ type Stack struct {
 	// separate: every component is a child process whose CPU and memory
 	// the harness samples (StartSeparateProcesses only).
 	separate *separate
+	// mixed: the mixed fleet's clients, admin API and broker ACLs
+	// (WithMixedFleet).
+	mixed bool
 }
 
 // StackOption configures a stack that the harness starts (StartEmbedded,
@@ -194,6 +197,9 @@ func (s *Stack) configYAML() []byte {
 	for i, tok := range s.WorkerTokens() {
 		fmt.Fprintf(&b, "  - {name: %s, token_sha256: %s, allow: [\"shard:*\"]}\n", clientName(i), gateway.HashToken(tok))
 	}
+	if s.mixed {
+		mixedClientsYAML(&b)
+	}
 	return []byte(b.String())
 }
 
@@ -286,6 +292,9 @@ func StartEmbeddedOn(ctx context.Context, serverURL string, k ExternalKafka, log
 	if err != nil {
 		return nil, err
 	}
+	if s.mixed {
+		return nil, errMixedInProcess
+	}
 	s.Kafka, s.topic = k.Conn, k.LeaseTopic
 	ok := false
 	defer func() {
@@ -326,13 +335,23 @@ func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, with
 	if err := s.freshDatabase(ctx, serverURL); err != nil {
 		return nil, err
 	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(Partitions, LeaseTopic, NaiveTopic, DirectTopic))
+	if s.mixed && !withGateway {
+		return nil, errMixedInProcess
+	}
+	copts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(Partitions, LeaseTopic, NaiveTopic, DirectTopic)}
+	if s.mixed {
+		copts = append(copts, mixedClusterOpts()...)
+	}
+	cluster, err := kfake.NewCluster(copts...)
 	if err != nil {
 		return nil, err
 	}
 	s.cluster = cluster
 	s.closers = append(s.closers, cluster.Close)
 	s.Kafka = kafkaconn.Config{Brokers: strings.Join(cluster.ListenAddrs(), ",")}
+	if s.mixed {
+		s.Kafka = superuserConn(s.Kafka.Brokers)
+	}
 	if s.Router, err = NewRouter(); err != nil {
 		return nil, err
 	}
@@ -412,6 +431,13 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 	// harness shares one token).
 	api := gateway.NewServer(g, auth)
 	api.Limit(s.caps())
+	if s.mixed {
+		if err := s.serveAdmin(api, store, auth, fc.Clients); err != nil {
+			g.Close()
+			_ = ln.Close()
+			return err
+		}
+	}
 	srv, err := s.caps().HTTPServer(api, log.With("component", "gateway"))
 	if err != nil {
 		g.Close()
