@@ -92,7 +92,8 @@ func (g *Gateway) produce(ctx context.Context, req ProduceRequest) (ProduceResul
 	res := ProduceResult{Name: s.name, Token: s.token, Topic: s.place.Topic,
 		Partition: s.place.Partition, Offsets: offsets, ProducerEpoch: s.epoch}
 	if req.Checkpoint != nil {
-		res.Offsets, res.CheckpointOffset = offsets[:len(req.Records)], &offsets[len(req.Records)]
+		at := offsets[len(req.Records)]
+		res.Offsets, res.CheckpointOffset = offsets[:len(req.Records):len(req.Records)], &at
 	}
 	s.committed.remember(req.BatchID, res)
 	return res, nil

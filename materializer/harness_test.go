@@ -92,10 +92,12 @@ type rec struct {
 	batch   string
 	seq     int
 	barrier bool
-	value   []byte         // for barriers: the sealed grant (nil: seal a valid one)
-	bare    bool           // no fencegate headers at all
-	headers []kafka.Header // the worker's headers, after the stamp
-	raw     []byte         // for data records: the value (nil: lease/token/batch/seq)
+	// checkpoint: a batch's checkpoint record (raw is its value)
+	checkpoint bool
+	value      []byte         // for barriers: the sealed grant (nil: seal a valid one)
+	bare       bool           // no fencegate headers at all
+	headers    []kafka.Header // the worker's headers, after the stamp
+	raw        []byte         // for data records: the value (nil: lease/token/batch/seq)
 }
 
 func data(lease string, token int64, batch string, seq int) rec {
@@ -126,7 +128,8 @@ func (b *testBundle) write(partition int32, recs ...rec) int64 {
 	for _, r := range recs {
 		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: partition}, Value: []byte(fmt.Sprintf("%s/%d/%s/%d", r.lease, r.token, r.batch, r.seq))}
 		if !r.bare {
-			m.Headers = barrier.Stamp{Lease: r.lease, Token: r.token, Owner: "o", Batch: r.batch, Seq: r.seq, Barrier: r.barrier}.Headers()
+			m.Headers = barrier.Stamp{Lease: r.lease, Token: r.token, Owner: "o", Batch: r.batch, Seq: r.seq, Barrier: r.barrier,
+				Checkpoint: r.checkpoint}.Headers()
 		}
 		m.Headers = append(m.Headers, r.headers...)
 		if r.raw != nil {
@@ -232,6 +235,7 @@ func snapshot(t testing.TB, db *pgtest.DB) string {
 		`SELECT lease, batch_id, seq FROM applied_keys ORDER BY 1, 2, 3`,
 		`SELECT partition, "offset", verdict, coalesce(lease, ''), coalesce(token, 0), encode(value, 'escape'), headers::text FROM kept_records ORDER BY partition, "offset"`,
 		`SELECT partition, pattern, state, version, "offset" FROM rollout_marks ORDER BY partition, pattern`,
+		`SELECT lease, token, owner_id, batch_id, partition, "offset", encode(value, 'escape') FROM checkpoints ORDER BY lease`,
 	} {
 		rows, err := db.Pool.Query(context.Background(), q)
 		if err != nil {

@@ -24,7 +24,7 @@ func TestFM12_FenceIsRunningStateInOffsetOrder(t *testing.T) {
 		"shard:1 6 b 0 1 5 duplicate\n--\n" +
 		"shard:1 6 1 2\n--\n" +
 		"shard:1 a 0\nshard:1 b 0\n--\n" +
-		"--\n--\n" // nothing kept, no rollout marker
+		"--\n--\n--\n" // kept_records, rollout_marks, checkpoints: none
 	if got != want {
 		t.Fatalf("ledger:\n%s\nwant:\n%s", got, want)
 	}
