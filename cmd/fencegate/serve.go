@@ -74,6 +74,7 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.IntVar(&f.limits.MaxRequestBytes, "max-request-bytes", lim.MaxRequestBytes, "bytes of one request body (413 beyond)")
 		fs.IntVar(&f.limits.MaxHeaders, "max-headers", lim.MaxHeaders, "headers of one record (413 beyond)")
 		fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
+		fs.IntVar(&f.limits.MaxCheckpointBytes, "max-checkpoint-bytes", lim.MaxCheckpointBytes, "bytes of a batch's checkpoint after decoding (413 beyond)")
 		fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
 		fs.DurationVar(&f.parkAfter, "park-after", gateway.DefaultParkAfter, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
 		fs.IntVar(&f.maxHandovers, "max-handovers", gateway.DefaultMaxConcurrentHandovers, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
