@@ -69,6 +69,9 @@ type Report struct {
 	// Mixed: a --mixed-fleet run only (direct and gateway workers while
 	// the rollout walks observe -> gated -> enforced).
 	Mixed *MixedFigures `json:"mixed,omitempty"`
+	// Stateful: a --stateful run only (I6 and the naive baseline's gaps
+	// and duplicates).
+	Stateful *StatefulFigures `json:"stateful,omitempty"`
 	// Pass: every invariant and the ledger hold and the gateway accepted no
 	// stale record.
 	Pass bool `json:"pass"`
@@ -209,7 +212,8 @@ func (rep *Report) Finish() {
 	}
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
-		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0
+		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0 &&
+		(rep.Stateful == nil || rep.Stateful.I6.Pass)
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -263,6 +267,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	}
 	if rep.MaterializerPaused {
 		fmt.Fprintf(w, "\nthe materializer was paused during the gateway phase (--pause-materializer); the ledger was checked after it caught up")
+	}
+	if rep.Stateful != nil {
+		rep.Stateful.writeMarkdown(w)
 	}
 	rep.writeColdStart(w)
 	directRate := rep.Throughput.DirectRecordsPerS > 0

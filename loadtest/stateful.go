@@ -1,0 +1,223 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/client/wire"
+)
+
+// A stateful worker (Scenario.Stateful) processes its lease's input
+// sequence: item 0, 1, 2, ... Its position is the lease's checkpoint, read
+// after every new generation; each batch carries items i..j (record value
+// "item-<i>") and the checkpoint j+1 in the same transaction, under the
+// batch id items-<i>-<j>, so the position and the output can never part.
+// An answer that leaves the commit unknown ends the generation: the next
+// one reads the checkpoint, which says whether the batch landed.
+
+// itemState is a stateful worker's position.
+type itemState struct {
+	// next is the next item to send; valid only when !resync.
+	next int
+	// resync: a new generation began; read the checkpoint before sending.
+	resync bool
+	// ambiguous is the batch whose outcome is unknown (nil: none).
+	ambiguous *itemRange
+	// lastOwner is the owner of the checkpoint the worker last resumed
+	// from, or its own id once it wrote: resuming from a checkpoint of
+	// another owner counts as resuming from another's work.
+	lastOwner string
+}
+
+// itemRange is items first..last of a batch.
+type itemRange struct{ first, last int }
+
+// itemStats are the stateful workers' counts over the gateway phase.
+type itemStats struct {
+	resumes, fromOther, ledgerBehind                    atomic.Int64
+	ambiguousLanded, ambiguousNotLanded, ambiguousTaken atomic.Int64
+	staleBatches                                        atomic.Int64
+}
+
+// itemValue is item i's record value; itemIndex parses it back.
+func itemValue(i int) []byte { return []byte("item-" + strconv.Itoa(i)) }
+
+func itemIndex(v []byte) (int, bool) {
+	s, ok := cutPrefix(string(v), "item-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	return i, err == nil && i >= 0
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
+		return s, false
+	}
+	return s[len(prefix):], true
+}
+
+// itemBatchID names the batch of items r: the same input, the same id,
+// whichever generation sends it (a retry dedups in the ledger).
+func itemBatchID(r itemRange) string { return fmt.Sprintf("items-%d-%d", r.first, r.last) }
+
+// itemBody is one attempt at the batch of items r under token, with the
+// checkpoint r.last+1. Keys carry the attempt's id, as batchBody's.
+func (w *worker) itemBody(r itemRange, token int64, attempt string) (contentType string, body []byte) {
+	cp := strconv.Itoa(r.last + 1)
+	if w.r.sc.Body == BodyBinary {
+		var recs []wire.Record
+		for i := r.first; i <= r.last; i++ {
+			recs = append(recs, wire.Record{Key: []byte(attempt + "/" + strconv.Itoa(i-r.first)), Value: itemValue(i)})
+		}
+		b := wire.Batch{OwnerID: w.id, Token: token, BatchID: itemBatchID(r), Records: recs, Checkpoint: []byte(cp)}
+		return wire.ContentType, wire.Append(make([]byte, 0, wire.Size(b)), b)
+	}
+	var recs []map[string]any
+	for i := r.first; i <= r.last; i++ {
+		recs = append(recs, map[string]any{"key": map[string]any{"type": "STRING", "data": attempt + "/" + strconv.Itoa(i-r.first)},
+			"value": map[string]any{"type": "STRING", "data": string(itemValue(i))}})
+	}
+	return "application/json", jsonBody(map[string]any{"owner_id": w.id, "token": token, "batch_id": itemBatchID(r),
+		"records": recs, "checkpoint": map[string]any{"type": "STRING", "data": cp}})
+}
+
+// sendItems makes one produce attempt of items r under token.
+func (w *worker) sendItems(ctx context.Context, r itemRange, token int64) reply {
+	attempt := w.r.st.nextAttempt()
+	staleAtSend := w.r.st.latestGrant(w.lease) > token
+	ct, body := w.itemBody(r, token, attempt)
+	rep := w.gw.Load().send(ctx, "POST", "/v1/leases/"+w.lease+"/records", ct, body)
+	w.r.st.answer(attempt, rep, staleAtSend, w.r.st.latestGrant(w.lease) > token)
+	return rep
+}
+
+// produceItems sends the next batch of items, reading the checkpoint first
+// when a new generation began.
+func (w *worker) produceItems(ctx context.Context) {
+	if w.items.resync && !w.resume(ctx) {
+		return
+	}
+	r := itemRange{w.items.next, w.items.next + w.r.sc.BatchSize - 1}
+	start := time.Now()
+	rep := w.sendItems(ctx, r, w.token)
+	switch {
+	case rep.status == http.StatusOK:
+		var acked struct {
+			Offsets []int64 `json:"offsets"`
+		}
+		rep.decode(&acked)
+		w.items.next, w.items.lastOwner = r.last+1, w.id
+		w.r.st.batch(AckedBatch{Lease: w.lease, Owner: w.id, Token: w.token, BatchID: itemBatchID(r), Offsets: acked.Offsets, At: time.Now()},
+			len(acked.Offsets), time.Since(start))
+	case rep.problem.Code == sdk.CodeBatchAborted, rep.problem.Code == sdk.CodeMisdirected:
+		// Definite: nothing of it committed; send it again (at the
+		// replica a 421 named).
+		w.follow(rep)
+	case rep.problem.Code == sdk.CodeFenced, rep.problem.Code == sdk.CodeLeaseLost:
+		w.owned.Store(false) // a takeover: the next generation reads the checkpoint
+	default:
+		// Unknown outcome (generation ended, not holder, no answer, a
+		// replica gone): a new generation, whose checkpoint says.
+		if ctx.Err() == nil && rep.problem.Code != sdk.CodeGenerationEnded && rep.problem.Code != sdk.CodeNotHolder &&
+			rep.problem.Code != sdk.CodeDraining && rep.status != 0 {
+			w.r.st.error("produce", rep)
+		}
+		w.items.ambiguous = &r
+		w.rehome(rep)
+		w.regenerate(ctx)
+	}
+}
+
+// checkpointAnswer is the part of GET /v1/leases/{name}/checkpoint's
+// answer a worker reads.
+type checkpointAnswer struct {
+	Checkpoint *struct {
+		OwnerID string `json:"owner_id"`
+		BatchID string `json:"batch_id"`
+		Value   struct {
+			Data []byte `json:"data"`
+		} `json:"value"`
+	} `json:"checkpoint"`
+}
+
+// resume reads the lease's checkpoint under the current generation (final
+// for every earlier one) and moves the position to it; it reports whether
+// the worker may send.
+func (w *worker) resume(ctx context.Context) bool {
+	path := fmt.Sprintf("/v1/leases/%s/checkpoint?owner_id=%s&token=%d&wait=5s", w.lease, url.QueryEscape(w.id), w.token)
+	for ctx.Err() == nil {
+		rep := w.gw.Load().do(ctx, "GET", path, nil)
+		switch {
+		case rep.status == http.StatusOK:
+			var a checkpointAnswer
+			if err := json.Unmarshal(rep.body, &a); err != nil {
+				w.r.st.error("checkpoint", rep)
+				w.owned.Store(false)
+				return false
+			}
+			return w.resumeAt(a)
+		case rep.problem.Code == sdk.CodeLedgerBehind:
+			w.r.items.ledgerBehind.Add(1)
+		case rep.status == 0 || rep.problem.Code == sdk.CodeDraining:
+			w.rehome(rep)
+			w.owned.Store(false) // its session may be gone with its replica
+			return false
+		default:
+			if rep.problem.Code != sdk.CodeLeaseLost {
+				w.r.st.error("checkpoint", rep)
+			}
+			w.owned.Store(false)
+			return false
+		}
+	}
+	return false
+}
+
+// resumeAt installs the checkpoint of answer a as the position and
+// resolves a pending ambiguous batch by it.
+func (w *worker) resumeAt(a checkpointAnswer) bool {
+	next, owner, batch := 0, "", ""
+	if cp := a.Checkpoint; cp != nil {
+		n, err := strconv.Atoi(string(cp.Value.Data))
+		if err != nil || n < 0 {
+			w.r.st.error("checkpoint value", reply{})
+			w.owned.Store(false)
+			return false
+		}
+		next, owner, batch = n, cp.OwnerID, cp.BatchID
+	}
+	st := w.r.items
+	st.resumes.Add(1)
+	if owner != w.items.lastOwner && (owner != "" || w.items.lastOwner != "") {
+		st.fromOther.Add(1)
+	}
+	if amb := w.items.ambiguous; amb != nil {
+		switch {
+		case owner == w.id && batch == itemBatchID(*amb):
+			st.ambiguousLanded.Add(1)
+		case next == amb.first:
+			st.ambiguousNotLanded.Add(1)
+		default:
+			st.ambiguousTaken.Add(1)
+		}
+	}
+	w.items = itemState{next: next, lastOwner: owner}
+	return true
+}
+
+// frozenItems is a frozen stateful worker's write after waking: its next
+// batch, under its overtaken token, from its stale position.
+func (w *worker) frozenItems(ctx context.Context, old int64) {
+	w.r.items.staleBatches.Add(1)
+	next := w.items.next
+	w.sendItems(ctx, itemRange{next, next + w.r.sc.BatchSize - 1}, old)
+}
