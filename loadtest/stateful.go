@@ -12,6 +12,7 @@ import (
 
 	sdk "github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/client/wire"
+	"github.com/fencegate/fencegate/loadtest/report"
 )
 
 // A stateful worker (Scenario.Stateful) processes its lease's input
@@ -26,8 +27,10 @@ import (
 type itemState struct {
 	// next is the next item to send; valid only when !resync.
 	next int
-	// resync: a new generation began; read the checkpoint before sending.
+	// resync: a new generation began at since; read the checkpoint
+	// before sending.
 	resync bool
+	since  time.Time
 	// ambiguous is the batch whose outcome is unknown (nil: none).
 	ambiguous *itemRange
 	// lastOwner is the owner of the checkpoint the worker last resumed
@@ -35,6 +38,10 @@ type itemState struct {
 	// another owner counts as resuming from another's work.
 	lastOwner string
 }
+
+// newGeneration marks a generation acquired at start: it resumes from the
+// checkpoint.
+func (s *itemState) newGeneration(start time.Time) { s.resync, s.since = true, start }
 
 // itemRange is items first..last of a batch.
 type itemRange struct{ first, last int }
@@ -44,6 +51,9 @@ type itemStats struct {
 	resumes, fromOther, ledgerBehind                    atomic.Int64
 	ambiguousLanded, ambiguousNotLanded, ambiguousTaken atomic.Int64
 	staleBatches                                        atomic.Int64
+	// resumeWait is from a generation's acquire to its checkpoint read's
+	// answer (the ledger catching up with the barrier included).
+	resumeWait report.Histogram
 }
 
 // itemValue is item i's record value; itemIndex parses it back.
@@ -151,35 +161,40 @@ type checkpointAnswer struct {
 
 // resume reads the lease's checkpoint under the current generation (final
 // for every earlier one) and moves the position to it; it reports whether
-// the worker may send.
+// the worker may send. A ledger behind the barrier answers 503
+// ledger_behind: the worker keeps its generation, renews it meanwhile (the
+// read waits less than the renewal interval) and asks again.
 func (w *worker) resume(ctx context.Context) bool {
-	path := fmt.Sprintf("/v1/leases/%s/checkpoint?owner_id=%s&token=%d&wait=5s", w.lease, url.QueryEscape(w.id), w.token)
-	for ctx.Err() == nil {
-		rep := w.gw.Load().do(ctx, "GET", path, nil)
-		switch {
-		case rep.status == http.StatusOK:
-			var a checkpointAnswer
-			if err := json.Unmarshal(rep.body, &a); err != nil {
-				w.r.st.error("checkpoint", rep)
-				w.owned.Store(false)
-				return false
-			}
-			return w.resumeAt(a)
-		case rep.problem.Code == sdk.CodeLedgerBehind:
-			w.r.items.ledgerBehind.Add(1)
-		case rep.status == 0 || rep.problem.Code == sdk.CodeDraining:
-			w.rehome(rep)
-			w.owned.Store(false) // its session may be gone with its replica
-			return false
-		default:
-			if rep.problem.Code != sdk.CodeLeaseLost {
-				w.r.st.error("checkpoint", rep)
-			}
+	path := fmt.Sprintf("/v1/leases/%s/checkpoint?owner_id=%s&token=%d&wait=%s", w.lease, url.QueryEscape(w.id), w.token,
+		w.r.checkpointWait())
+	rep := w.gw.Load().do(ctx, "GET", path, nil)
+	switch {
+	case rep.status == http.StatusOK:
+		var a checkpointAnswer
+		if err := json.Unmarshal(rep.body, &a); err != nil {
+			w.r.st.error("checkpoint", rep)
 			w.owned.Store(false)
 			return false
 		}
+		return w.resumeAt(a)
+	case rep.problem.Code == sdk.CodeLedgerBehind:
+		w.r.items.ledgerBehind.Add(1)
+	case rep.status == 0 || rep.problem.Code == sdk.CodeDraining:
+		w.rehome(rep)
+		w.owned.Store(false) // its session may be gone with its replica
+	default:
+		if rep.problem.Code != sdk.CodeLeaseLost && ctx.Err() == nil {
+			w.r.st.error("checkpoint", rep)
+		}
+		w.owned.Store(false)
 	}
 	return false
+}
+
+// checkpointWait is how long a checkpoint read may wait for the ledger:
+// half the renewal interval, so that a holder waiting renews in time.
+func (r *runner) checkpointWait() time.Duration {
+	return min(r.sc.RenewEvery/2, 5*time.Second).Truncate(time.Millisecond)
 }
 
 // resumeAt installs the checkpoint of answer a as the position and
@@ -197,6 +212,7 @@ func (w *worker) resumeAt(a checkpointAnswer) bool {
 	}
 	st := w.r.items
 	st.resumes.Add(1)
+	st.resumeWait.Record(time.Since(w.items.since))
 	if owner != w.items.lastOwner && (owner != "" || w.items.lastOwner != "") {
 		st.fromOther.Add(1)
 	}

@@ -124,7 +124,7 @@ func (r *runner) statefulFigures() *report.StatefulFigures {
 	return &report.StatefulFigures{Resumes: st.resumes.Load(), ResumesFromOther: st.fromOther.Load(),
 		LedgerBehind: st.ledgerBehind.Load(), AmbiguousLanded: st.ambiguousLanded.Load(),
 		AmbiguousNotLanded: st.ambiguousNotLanded.Load(), AmbiguousTakenOver: st.ambiguousTaken.Load(),
-		StaleItemBatches: st.staleBatches.Load()}
+		StaleItemBatches: st.staleBatches.Load(), ResumeWaitMs: report.QuantilesOf(&st.resumeWait)}
 }
 
 // takeovers counts the grants (lease_events) of leases matching pattern

@@ -201,7 +201,7 @@ func (w *worker) took(rep reply, start time.Time) {
 	}
 	rep.decode(&g)
 	w.token, w.renewed = g.Token, start
-	w.items.resync = true // a new generation resumes from the checkpoint
+	w.items.newGeneration(start)
 	w.held.Store(w.token)
 	w.owned.Store(true)
 	w.r.st.grant(Grant{Lease: w.lease, Token: w.token, AckAt: time.Now()}, time.Since(start))
