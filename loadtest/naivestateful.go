@@ -164,7 +164,7 @@ func (r *runner) naiveItems(p *kafka.Producer, w *naiveItemWorker, items itemRan
 	part, _ := r.stack.Router.Resolve(w.lease)
 	for i := items.first; i <= items.last; i++ {
 		_ = p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part.Partition},
-			Value: itemValue(i), Headers: barrier.Stamp{Lease: w.lease, Token: w.token, Owner: w.id,
+			Value: itemValue(i, r.sc.RecordSize), Headers: barrier.Stamp{Lease: w.lease, Token: w.token, Owner: w.id,
 				Batch: itemBatchID(items), Seq: i - items.first}.Headers()}, nil)
 	}
 	p.Flush(10000)

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,7 +19,7 @@ import (
 // A stateful worker (Scenario.Stateful) processes its lease's input
 // sequence: item 0, 1, 2, ... Its position is the lease's checkpoint, read
 // after every new generation; each batch carries items i..j (record value
-// "item-<i>") and the checkpoint j+1 in the same transaction, under the
+// "item-<i>", padded to the record size) and the checkpoint j+1 in the same transaction, under the
 // batch id items-<i>-<j>, so the position and the output can never part.
 // An answer that leaves the commit unknown ends the generation: the next
 // one reads the checkpoint, which says whether the batch landed.
@@ -56,23 +57,26 @@ type itemStats struct {
 	resumeWait report.Histogram
 }
 
-// itemValue is item i's record value; itemIndex parses it back.
-func itemValue(i int) []byte { return []byte("item-" + strconv.Itoa(i)) }
+// itemValue is item i's record value, "item-<i>" padded with '.' to size
+// bytes (the scenario's record size); itemIndex parses it back.
+func itemValue(i, size int) []byte {
+	v := []byte("item-" + strconv.Itoa(i))
+	for len(v) < size {
+		v = append(v, '.')
+	}
+	return v
+}
 
 func itemIndex(v []byte) (int, bool) {
-	s, ok := cutPrefix(string(v), "item-")
+	digits, ok := bytes.CutPrefix(v, []byte("item-"))
 	if !ok {
 		return 0, false
 	}
-	i, err := strconv.Atoi(s)
-	return i, err == nil && i >= 0
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return s, false
+	if end := bytes.IndexByte(digits, '.'); end >= 0 {
+		digits = digits[:end]
 	}
-	return s[len(prefix):], true
+	i, err := strconv.Atoi(string(digits))
+	return i, err == nil && i >= 0
 }
 
 // itemBatchID names the batch of items r: the same input, the same id,
@@ -86,7 +90,7 @@ func (w *worker) itemBody(r itemRange, token int64, attempt string) (contentType
 	if w.r.sc.Body == BodyBinary {
 		var recs []wire.Record
 		for i := r.first; i <= r.last; i++ {
-			recs = append(recs, wire.Record{Key: []byte(attempt + "/" + strconv.Itoa(i-r.first)), Value: itemValue(i)})
+			recs = append(recs, wire.Record{Key: []byte(attempt + "/" + strconv.Itoa(i-r.first)), Value: itemValue(i, w.r.sc.RecordSize)})
 		}
 		b := wire.Batch{OwnerID: w.id, Token: token, BatchID: itemBatchID(r), Records: recs, Checkpoint: []byte(cp)}
 		return wire.ContentType, wire.Append(make([]byte, 0, wire.Size(b)), b)
@@ -94,7 +98,7 @@ func (w *worker) itemBody(r itemRange, token int64, attempt string) (contentType
 	var recs []map[string]any
 	for i := r.first; i <= r.last; i++ {
 		recs = append(recs, map[string]any{"key": map[string]any{"type": "STRING", "data": attempt + "/" + strconv.Itoa(i-r.first)},
-			"value": map[string]any{"type": "STRING", "data": string(itemValue(i))}})
+			"value": map[string]any{"type": "STRING", "data": string(itemValue(i, w.r.sc.RecordSize))}})
 	}
 	return "application/json", jsonBody(map[string]any{"owner_id": w.id, "token": token, "batch_id": itemBatchID(r),
 		"records": recs, "checkpoint": map[string]any{"type": "STRING", "data": cp}})

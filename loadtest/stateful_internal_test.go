@@ -9,7 +9,7 @@ import (
 func items(idx ...int) [][]byte {
 	out := make([][]byte, len(idx))
 	for k, i := range idx {
-		out[k] = itemValue(i)
+		out[k] = itemValue(i, 16*(k%2)) // padded or not
 	}
 	return out
 }
@@ -32,13 +32,25 @@ func TestCheckItemsFindsPlantedViolations(t *testing.T) {
 		{"a batch again after a takeover", items(0, 1, 2, 3, 2, 3, 4), 5, report.ItemCounts{Leases: 1, Items: 5, Records: 7, Duplicates: 2}},
 		{"out of order", items(0, 2, 1, 3), 4, report.ItemCounts{Leases: 1, Items: 4, Records: 4, OutOfOrder: 1}},
 		{"beyond the checkpoint", items(0, 1, 2), 2, report.ItemCounts{Leases: 1, Items: 2, Records: 3, Beyond: 1}},
-		{"other records skipped", [][]byte{[]byte("x"), itemValue(0)}, 1, report.ItemCounts{Leases: 1, Items: 1, Records: 1}},
+		{"other records skipped", [][]byte{[]byte("x"), []byte("item-x"), itemValue(0, 0)}, 1, report.ItemCounts{Leases: 1, Items: 1, Records: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := checkItems(tc.values, tc.n); got != tc.want {
 				t.Fatalf("checkItems = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestItemValueRoundTrips: an item's index survives its padding.
+func TestItemValueRoundTrips(t *testing.T) {
+	for _, size := range []int{0, 3, 7, 1024} {
+		for _, i := range []int{0, 9, 12345} {
+			v := itemValue(i, size)
+			if got, ok := itemIndex(v); !ok || got != i || len(v) < size {
+				t.Fatalf("itemValue(%d, %d) = %q: index %d, %v", i, size, v, got, ok)
+			}
+		}
 	}
 }
 
