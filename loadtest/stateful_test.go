@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
 	"github.com/fencegate/fencegate/loadtest/stack"
@@ -19,6 +20,10 @@ import (
 // lease's items in the ledger once each, in order, up to its checkpoint,
 // across every takeover; the naive baseline run the same way shows gaps
 // or duplicates (so the check demonstrably finds them).
+//
+// On an external cluster (FENCEGATE_TEST_KAFKA_BROKERS) the held EndTxn
+// (kfake only) and the naive baseline (a topic of its own) are off; I6 is
+// checked under the freezes and forced handovers.
 func TestStatefulShort(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -29,7 +34,17 @@ func TestStatefulShort(t *testing.T) {
 	sc.Duration, sc.TTL = 12*time.Second, 1500*time.Millisecond
 	sc.FreezeEvery, sc.ChurnEvery, sc.AmbiguityEvery = 2*time.Second, 2*time.Second, 3*time.Second
 	sc.Direct = false
-	stk, err := stack.StartEmbedded(ctx, pgtest.ServerURL(), log)
+	external := kafkatest.External()
+	var stk *stack.Stack
+	var err error
+	if external {
+		k := kafkatest.Start(t, stack.LeaseTopic, stack.Partitions)
+		stk, err = stack.StartEmbeddedOn(ctx, pgtest.ServerURL(),
+			stack.ExternalKafka{Conn: k.Conn, LeaseTopic: k.Topic, Prefix: k.RouterPrefix("stateful")}, log)
+		sc.AmbiguityEvery, sc.Naive = 0, false
+	} else {
+		stk, err = stack.StartEmbedded(ctx, pgtest.ServerURL(), log)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +66,8 @@ func TestStatefulShort(t *testing.T) {
 		t.Fatalf("too little to prove anything: %d items, %d takeovers, %d resumes from another owner", f.Items.Items, f.Takeovers, f.ResumesFromOther)
 	case f.StaleItemBatches == 0:
 		t.Fatal("no frozen worker wrote after a takeover")
+	case external:
+		t.Log("external cluster: the held EndTxn and the naive baseline off (kfake only)")
 	case f.Naive == nil || f.Naive.Items.Gaps+f.Naive.Items.Duplicates == 0:
 		t.Fatalf("the naive baseline shows no gap or duplicate (%+v): the check would miss them", f.Naive)
 	}
