@@ -319,6 +319,9 @@ func (rep *Report) view() view {
 		{text("forced handover (churn)"), every(s.ChurnEveryS)},
 		{text("ambiguous commit (EndTxn held)"), every(s.AmbiguityEveryS)},
 	}
+	if s.Stateful {
+		v.Scenario = append(v.Scenario, [2]cell{text("workers"), text("stateful: items resumed from the lease's checkpoint")})
+	}
 	v.Invariants = rep.invariantRows()
 	if rep.Mixed != nil {
 		// I2..I4 are not checked on a log with unstamped direct records.

@@ -100,6 +100,9 @@ type ScenarioFigures struct {
 	FreezeEveryS    float64 `json:"freeze_every_s"`
 	ChurnEveryS     float64 `json:"churn_every_s"`
 	AmbiguityEveryS float64 `json:"ambiguity_every_s"`
+	// Stateful: workers processed item sequences from checkpoints
+	// (--stateful; the Stateful section has I6).
+	Stateful bool `json:"stateful,omitempty"`
 	// Clients is the number of API clients (bearer tokens) the workers
 	// were spread over (--clients); MaxInFlight and MaxInFlightPerClient
 	// the in-flight caps of the gateways the harness started (absent for
@@ -244,6 +247,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze %s, churn %s, ambiguity %s\n\n",
 		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, every(s.FreezeEveryS).Text, every(s.ChurnEveryS).Text,
 		every(s.AmbiguityEveryS).Text)
+	if s.Stateful {
+		fmt.Fprint(w, "stateful workers: items resumed from the lease's checkpoint\n\n")
+	}
 	fmt.Fprintf(w, "API clients: %d", s.Clients)
 	if s.MaxInFlightPerClient > 0 {
 		fmt.Fprintf(w, "; the gateway's in-flight caps: %d, %d per client", s.MaxInFlight, s.MaxInFlightPerClient)

@@ -7,7 +7,7 @@ import (
 )
 
 func passingStatefulReport() *Report {
-	rep := &Report{}
+	rep := &Report{Scenario: ScenarioFigures{Stateful: true}}
 	for _, inv := range []*Invariant{&rep.Invariants.I1, &rep.Invariants.I2, &rep.Invariants.I3, &rep.Invariants.I4} {
 		*inv = Invariant{Pass: true, Checked: 1}
 	}
@@ -35,7 +35,7 @@ func TestI6DecidesAStatefulRun(t *testing.T) {
 		t.Fatal("a stateful run passed with I6 failed")
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"I6 exactly-once processing: FAIL", "| gaps | 0 | 4 |", "| duplicates | 0 | 5 |",
+	for _, want := range []string{"stateful workers: items resumed", "I6 exactly-once processing: FAIL", "| gaps | 0 | 4 |", "| duplicates | 0 | 5 |",
 		"| takeovers (owner changes) | 3 | 2 |", "0 landed, 1 not landed, 0 taken over", "- shard:1: gaps 1"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
@@ -45,7 +45,7 @@ func TestI6DecidesAStatefulRun(t *testing.T) {
 	if err := rep.WriteHTML(&page); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"I6 exactly-once processing: <span class=\"fail\">FAIL</span>", "<td class=\"l\">gaps</td><td>0</td><td>4</td>",
+	for _, want := range []string{"stateful: items resumed", "I6 exactly-once processing: <span class=\"fail\">FAIL</span>", "<td class=\"l\">gaps</td><td>0</td><td>4</td>",
 		"example: shard:1: gaps 1"} {
 		if !strings.Contains(page.String(), want) {
 			t.Errorf("HTML lacks %q", want)
