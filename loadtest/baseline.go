@@ -170,6 +170,14 @@ func (r *runner) naive(ctx context.Context, rep *report.Report) error {
 		return err
 	}
 	defer p.Close()
+	if r.sc.Stateful {
+		if err := r.naiveStateful(ctx, rep, store, p); err != nil {
+			return err
+		}
+		stale, total, err := r.countNaiveStale()
+		rep.Naive = report.NaiveFigures{Records: total, StaleAccepted: stale}
+		return err
+	}
 	nctx, cancel := context.WithTimeout(ctx, r.baselineDuration())
 	defer cancel()
 	workers := r.naiveWorkers()

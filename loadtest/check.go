@@ -31,6 +31,9 @@ func (r *runner) verify(ctx context.Context, rep *report.Report) error {
 			return err
 		}
 	}
+	if r.sc.Stateful {
+		return r.checkI6(ctx, rep)
+	}
 	return nil
 }
 

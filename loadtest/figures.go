@@ -14,7 +14,7 @@ func (r *runner) report() *report.Report {
 	rep.Scenario = report.ScenarioFigures{Leases: sc.Leases, WorkersPerLease: sc.WorkersPerLease, BatchSize: sc.BatchSize,
 		RecordSize: sc.RecordSize, Rate: sc.Rate, DurationS: sc.Duration.Seconds(), TTLMs: sc.TTL.Milliseconds(),
 		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds(),
-		Clients: r.stack.Clients()}
+		Clients: r.stack.Clients(), Stateful: sc.Stateful}
 	if caps, ok := r.stack.InFlightCaps(); ok { // a gateway the harness started
 		rep.Scenario.MaxInFlight, rep.Scenario.MaxInFlightPerClient = caps.MaxInFlight, caps.MaxInFlightPerClient
 	}

@@ -42,6 +42,7 @@ type runner struct {
 	// I3 found missing (described from the whole log afterwards).
 	lost    map[int32][]int64
 	st      *stats
+	items   *itemStats // the stateful workers' counts
 	value   []byte
 	workers [][]*worker
 	opts    Options
@@ -75,6 +76,9 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	}
 	if sc.MixedFleet {
 		return RunMixed(ctx, s, sc, opts)
+	}
+	if sc.Stateful && !s.Materialize {
+		return nil, errors.New("stateful needs the materializer: I6 reads the ledger")
 	}
 	if (sc.AmbiguityEvery > 0) && !s.InProcessBroker() {
 		return nil, stack.ErrNotEmbedded
@@ -118,7 +122,7 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 
 func newRunner(s *stack.Stack, sc Scenario, opts Options) *runner {
 	return &runner{sc: sc, stack: s, clients: map[clientKey]*client{}, lost: map[int32][]int64{},
-		st: newStats(sc.Leases), value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
+		st: newStats(sc.Leases), items: &itemStats{}, value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
 }
 
 // runInfo is the report's account of a run started at started by this

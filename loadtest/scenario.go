@@ -78,6 +78,13 @@ type Scenario struct {
 	// DirectWorkers is the number of direct workers, one lease each
 	// (default 2; at least 2: the first freezes at gate, past its TTL).
 	DirectWorkers int `yaml:"direct_workers"`
+	// Stateful runs stateful workers: each lease has a deterministic input
+	// sequence (item 0, 1, ...); a worker resumes from the lease's
+	// checkpoint after every new generation and sends items i..j with the
+	// checkpoint j+1, and I6 checks the ledger holds each item once, in
+	// order. The naive baseline then runs stateful too, keeping its resume
+	// point outside its writes. Needs the materializer (the ledger).
+	Stateful bool `yaml:"stateful"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
@@ -131,6 +138,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("state_duration must be in [ttl, 1h]")
 	case s.MixedFleet && (s.DirectWorkers < 2 || s.DirectWorkers > 100):
 		return errors.New("direct_workers must be 2..100")
+	case s.Stateful && s.MixedFleet:
+		return errors.New("stateful and mixed_fleet do not combine")
 	case s.Body != BodyBinary && s.Body != BodyJSON:
 		return errors.New("body must be binary or json")
 	case s.Leases < 1 || s.Leases > 10000:

@@ -114,6 +114,8 @@ type worker struct {
 	deferrals int
 	freeze    atomic.Bool
 	churn     atomic.Bool
+	// items is a stateful worker's position (Scenario.Stateful).
+	items itemState
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -199,6 +201,7 @@ func (w *worker) took(rep reply, start time.Time) {
 	}
 	rep.decode(&g)
 	w.token, w.renewed = g.Token, start
+	w.items.newGeneration(start)
 	w.held.Store(w.token)
 	w.owned.Store(true)
 	w.r.st.grant(Grant{Lease: w.lease, Token: w.token, AckAt: time.Now()}, time.Since(start))
@@ -290,6 +293,10 @@ func (w *worker) send(ctx context.Context, batch string) reply {
 }
 
 func (w *worker) produce(ctx context.Context) {
+	if w.r.sc.Stateful {
+		w.produceItems(ctx)
+		return
+	}
 	batch := w.pending
 	if batch == "" {
 		w.seq++
@@ -337,7 +344,11 @@ func (w *worker) frozen(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	w.send(ctx, fmt.Sprintf("%s/stale-%d", w.id, old))
+	if w.r.sc.Stateful {
+		w.frozenItems(ctx, old)
+	} else {
+		w.send(ctx, fmt.Sprintf("%s/stale-%d", w.id, old))
+	}
 	w.owned.Store(false)
 }
 

@@ -69,6 +69,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.BoolVar(&sc.MixedFleet, "mixed-fleet", false, "with --embedded (in-process gateway): run direct workers (old binaries: leases through the API, their own producer; one frozen past its TTL) beside the gateway workers on shard:*, walk the rollout observe -> gated -> enforced through the admin API, then apply the ACL plan; the faults and baselines are off")
 	fs.DurationVar(&sc.StateDuration, "state-duration", 0, "with --mixed-fleet: time in each rollout state (default duration/3)")
 	fs.IntVar(&sc.DirectWorkers, "direct-workers", 0, "with --mixed-fleet: direct workers, one lease each (default 2)")
+	fs.BoolVar(&sc.Stateful, "stateful", false, "stateful workers: each lease processes items 0, 1, ... resuming from its checkpoint after every new generation (each batch carries items i..j and the checkpoint j+1); checks I6 (each item once, in order, in the ledger) and runs the naive baseline stateful (its resume point apart from its writes)")
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {

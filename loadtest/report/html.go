@@ -292,6 +292,14 @@ type view struct {
 	Charts     []chart
 	Latency    chart
 	Mixed      *MixedFigures
+	Stateful   *statefulView
+}
+
+// statefulView is the I6 section of a --stateful run.
+type statefulView struct {
+	Verdict cell
+	I6      Invariant
+	Rows    [][3]string
 }
 
 func (rep *Report) view() view {
@@ -311,12 +319,18 @@ func (rep *Report) view() view {
 		{text("forced handover (churn)"), every(s.ChurnEveryS)},
 		{text("ambiguous commit (EndTxn held)"), every(s.AmbiguityEveryS)},
 	}
+	if s.Stateful {
+		v.Scenario = append(v.Scenario, [2]cell{text("workers"), text("stateful: items resumed from the lease's checkpoint")})
+	}
 	v.Invariants = rep.invariantRows()
 	if rep.Mixed != nil {
 		// I2..I4 are not checked on a log with unstamped direct records.
 		v.Invariants = v.Invariants[:1]
 	}
 	v.Ledger = rep.Ledger
+	if f := rep.Stateful; f != nil {
+		v.Stateful = &statefulView{Verdict: verdict(f.I6.Pass), I6: f.I6, Rows: f.stateRows()}
+	}
 
 	v.Baselines = rep.baselineRows()
 	g := rep.Gateway
@@ -399,6 +413,7 @@ func verdictCount(n int64) cell {
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"n":              func(v int) string { return thousands(int64(v)) },
 	"mixedStatement": mixedStatement,
+	"i6Statement":    func() string { return I6Text.Statement },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>fencegate loadtest report</title>
 <style>
@@ -436,7 +451,13 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:
 {{range .Inv.Examples}}<tr><td class="l fail" colspan="5">example: {{.}}</td></tr>{{end}}{{end}}
 <tr><td class="l">ledger = acknowledged batches</td><td class="l">the materializer's ledger holds each acknowledged batch once (missing {{.Ledger.Missing}}, duplicated {{.Ledger.Duplicated}}, unacknowledged extra {{.Ledger.Extra}})</td><td class="{{if .Ledger.Pass}}pass{{else}}fail{{end}}">{{if .Ledger.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Ledger.AckedBatches}}</td><td>{{n .Ledger.Missing}}</td></tr>
 </table>
-
+{{with .Stateful}}
+<h2>Stateful workers: I6 exactly-once processing: <span class="{{.Verdict.Class}}">{{.Verdict.Text}}</span></h2>
+<p class="note">{{i6Statement}} Gateway workers resume from the lease's checkpoint, carried in the batch's own transaction; naive workers keep their resume point apart from their writes.</p>
+<table><tr><th class="l">stateful</th><th>gateway (checkpoint in the batch)</th><th>naive (resume point apart)</th></tr>
+{{range .Rows}}<tr><td class="l">{{index . 0}}</td><td>{{index . 1}}</td><td>{{index . 2}}</td></tr>{{end}}
+{{range .I6.Examples}}<tr><td class="l fail" colspan="3">example: {{.}}</td></tr>{{end}}</table>
+{{end}}
 <h2>Gateway beside its baselines</h2>
 <p class="note">direct: one producer per lease straight to Kafka, no fencing (the throughput ceiling). naive: the same with stale writers, no fencing (what fencing prevents).</p>
 <table><tr><th class="l"></th><th>gateway</th><th>direct</th><th>naive</th></tr>

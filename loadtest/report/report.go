@@ -69,6 +69,9 @@ type Report struct {
 	// Mixed: a --mixed-fleet run only (direct and gateway workers while
 	// the rollout walks observe -> gated -> enforced).
 	Mixed *MixedFigures `json:"mixed,omitempty"`
+	// Stateful: a --stateful run only (I6 and the naive baseline's gaps
+	// and duplicates).
+	Stateful *StatefulFigures `json:"stateful,omitempty"`
 	// Pass: every invariant and the ledger hold and the gateway accepted no
 	// stale record.
 	Pass bool `json:"pass"`
@@ -97,6 +100,9 @@ type ScenarioFigures struct {
 	FreezeEveryS    float64 `json:"freeze_every_s"`
 	ChurnEveryS     float64 `json:"churn_every_s"`
 	AmbiguityEveryS float64 `json:"ambiguity_every_s"`
+	// Stateful: workers processed item sequences from checkpoints
+	// (--stateful; the Stateful section has I6).
+	Stateful bool `json:"stateful,omitempty"`
 	// Clients is the number of API clients (bearer tokens) the workers
 	// were spread over (--clients); MaxInFlight and MaxInFlightPerClient
 	// the in-flight caps of the gateways the harness started (absent for
@@ -209,7 +215,8 @@ func (rep *Report) Finish() {
 	}
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
-		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0
+		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0 &&
+		(rep.Stateful == nil || rep.Stateful.I6.Pass)
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -240,6 +247,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze %s, churn %s, ambiguity %s\n\n",
 		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, every(s.FreezeEveryS).Text, every(s.ChurnEveryS).Text,
 		every(s.AmbiguityEveryS).Text)
+	if s.Stateful {
+		fmt.Fprint(w, "stateful workers: items resumed from the lease's checkpoint\n\n")
+	}
 	fmt.Fprintf(w, "API clients: %d", s.Clients)
 	if s.MaxInFlightPerClient > 0 {
 		fmt.Fprintf(w, "; the gateway's in-flight caps: %d, %d per client", s.MaxInFlight, s.MaxInFlightPerClient)
@@ -263,6 +273,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	}
 	if rep.MaterializerPaused {
 		fmt.Fprintf(w, "\nthe materializer was paused during the gateway phase (--pause-materializer); the ledger was checked after it caught up")
+	}
+	if rep.Stateful != nil {
+		rep.Stateful.writeMarkdown(w)
 	}
 	rep.writeColdStart(w)
 	directRate := rep.Throughput.DirectRecordsPerS > 0

@@ -416,7 +416,7 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 		return err
 	}
 	g, err := gateway.New(store, s.Router, gateway.Config{Replica: "loadtest-gateway",
-		Kafka: gateway.KafkaConfig{Config: s.Kafka}, BarrierKey: []byte(barrierKey),
+		Kafka: gateway.KafkaConfig{Config: s.Kafka}, BarrierKey: []byte(barrierKey), Ledger: s.Pool,
 		CommitTimeout: CommitTimeout, Logger: log.With("component", "gateway")})
 	if err != nil {
 		return err
