@@ -519,7 +519,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	e := s.errorOf(err)
 	status := statusOf(e.Code)
-	if status >= 500 {
+	switch {
+	case e.Code == CodeLedgerBehind || e.Code == CodeDraining:
+		// Expected and answered with where to go next: a ledger catching up
+		// after a takeover, a replica stopping. Not an error of this
+		// replica, and under load they would flood its log.
+		s.log.Debug("request refused", "method", c.Request().Method, "path", c.Path(), "code", e.Code)
+	case status >= 500:
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "code", e.Code, "error", err)
 	}
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
