@@ -40,9 +40,12 @@ type runner struct {
 	clients   map[clientKey]*client
 	// lost are the offsets, per partition, of acknowledged records that
 	// I3 found missing (described from the whole log afterwards).
-	lost    map[int32][]int64
-	st      *stats
-	items   *itemStats // the stateful workers' counts
+	lost  map[int32][]int64
+	st    *stats
+	items *itemStats // the stateful workers' counts
+	// fenced is the stateful workers' own table, written through
+	// client/fencedb (nil: not stateful, or no database).
+	fenced  *fencedState
 	value   []byte
 	workers [][]*worker
 	opts    Options
@@ -90,6 +93,12 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
 	}
 	r := newRunner(s, sc, opts)
+	if sc.Stateful && s.Pool != nil {
+		var err error
+		if r.fenced, err = newFencedState(ctx, s.Pool); err != nil {
+			return nil, err
+		}
+	}
 	sep, _ := s.Separate()
 	pause := sep.PauseMaterializer
 	if pause {

@@ -130,6 +130,7 @@ func (w *worker) produceItems(ctx context.Context) {
 		}
 		rep.decode(&acked)
 		w.items.next, w.items.lastOwner = r.last+1, w.id
+		w.r.fenced.record(ctx, w.lease, w.id, w.token, r.last+1)
 		w.r.st.batch(AckedBatch{Lease: w.lease, Owner: w.id, Token: w.token, BatchID: itemBatchID(r), Offsets: acked.Offsets, At: time.Now()},
 			len(acked.Offsets), time.Since(start))
 	case rep.problem.Code == sdk.CodeBatchAborted, rep.problem.Code == sdk.CodeMisdirected:
@@ -240,4 +241,7 @@ func (w *worker) frozenItems(ctx context.Context, old int64) {
 	w.r.items.staleBatches.Add(1)
 	next := w.items.next
 	w.sendItems(ctx, itemRange{next, next + w.r.sc.BatchSize - 1}, old)
+	// And its own table, as a naive worker would write it on waking: the
+	// fence refuses it once a later generation wrote the lease's row.
+	w.r.fenced.record(ctx, w.lease, w.id, old, next)
 }

@@ -1,8 +1,10 @@
 package loadtest
 
 import (
+	"context"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest/report"
 )
 
@@ -70,5 +72,38 @@ func TestJudgeFailsI6OnAPlantedGapOrDuplicate(t *testing.T) {
 	seqs.values["shard:1"] = items(0, 1, 2)
 	if seqs.judge(&clean); !clean.Pass || clean.Checked != 6 {
 		t.Fatalf("clean sequences: %+v", clean)
+	}
+}
+
+// TestFencedStateCheckFindsPlantedBreaches: the own-table check fails on
+// a write of a lower token logged after a higher one's, on a position past
+// the ledger's checkpoint, and on a refusal without its receipt.
+func TestFencedStateCheckFindsPlantedBreaches(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	f, err := newFencedState(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.record(ctx, "shard:1", "w", 2, 10)
+	f.record(ctx, "shard:1", "w", 1, 5) // refused, with a receipt
+	got, err := f.check(ctx, map[string]int{"shard:1": 10})
+	if err != nil || !got.Pass || got.Applied != 1 || got.Refused != 1 || got.Receipts != 1 {
+		t.Fatalf("a clean history: %+v %v", got, err)
+	}
+	for _, plant := range []string{
+		`INSERT INTO loadtest_worker_state_log (lease, token, next_item) VALUES ('shard:1', 1, 5)`, // overtaken, applied
+		`DELETE FROM fencegate_refusals`, // a refusal without its receipt
+	} {
+		if _, err := db.Pool.Exec(ctx, plant); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := f.check(ctx, map[string]int{"shard:1": 10}); err != nil || got.Pass {
+			t.Fatalf("after %q the check passed: %+v %v", plant, got, err)
+		}
+	}
+	if got, err := f.check(ctx, map[string]int{"shard:1": 3}); err != nil || got.Pass {
+		t.Fatalf("a position past the ledger's checkpoint passed: %+v %v", got, err)
 	}
 }

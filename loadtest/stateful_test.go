@@ -66,6 +66,10 @@ func TestStatefulShort(t *testing.T) {
 		t.Fatalf("too little to prove anything: %d items, %d takeovers, %d resumes from another owner", f.Items.Items, f.Takeovers, f.ResumesFromOther)
 	case f.StaleItemBatches == 0:
 		t.Fatal("no frozen worker wrote after a takeover")
+	case f.FencedState == nil || !f.FencedState.Pass || f.FencedState.Applied == 0:
+		t.Fatalf("the workers' own table through fencedb: %+v", f.FencedState)
+	case f.FencedState.Refused == 0:
+		t.Fatalf("no frozen worker's own-table write was refused (%+v): the fence was never exercised", f.FencedState)
 	case external:
 		t.Log("external cluster: the held EndTxn and the naive baseline off (kfake only)")
 	case f.Naive == nil || f.Naive.Items.Gaps+f.Naive.Items.Duplicates == 0:

@@ -114,8 +114,13 @@ func (r *runner) checkI6(ctx context.Context, rep *report.Report) error {
 	}
 	f := r.statefulFigures()
 	f.Items = seqs.judge(&f.I6)
-	f.Takeovers, err = r.takeovers(ctx, "shard:%")
 	rep.Stateful = f
+	if r.fenced != nil {
+		if f.FencedState, err = r.fenced.check(ctx, seqs.next); err != nil {
+			return err
+		}
+	}
+	f.Takeovers, err = r.takeovers(ctx, "shard:%")
 	return err
 }
 

@@ -216,7 +216,7 @@ func (rep *Report) Finish() {
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
 		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0 &&
-		(rep.Stateful == nil || rep.Stateful.I6.Pass)
+		(rep.Stateful == nil || rep.Stateful.I6.Pass && rep.Stateful.FencedState.Passed())
 }
 
 // WriteJSON writes the report as indented JSON.

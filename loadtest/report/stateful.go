@@ -44,7 +44,33 @@ type StatefulFigures struct {
 	StaleItemBatches int64 `json:"stale_item_batches"`
 	// Naive is the naive baseline's count of its topic (nil: not run).
 	Naive *NaiveItems `json:"naive,omitempty"`
+	// FencedState is the workers' own table written through
+	// client/fencedb (nil: no database to write).
+	FencedState *FencedState `json:"fenced_state,omitempty"`
 }
+
+// FencedState is the check of the stateful workers' own table, written
+// through client/fencedb after each acknowledged batch (and by frozen
+// workers after waking): writes applied and refused (Failed: errors other
+// than a refusal), receipts filed, and what broke the rule.
+type FencedState struct {
+	Applied  int64    `json:"applied"`
+	Refused  int64    `json:"refused"`
+	Failed   int64    `json:"failed"`
+	Receipts int64    `json:"receipts"`
+	Pass     bool     `json:"pass"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// Fail records one breach.
+func (f *FencedState) Fail(format string, args ...any) {
+	if len(f.Examples) < 5 {
+		f.Examples = append(f.Examples, fmt.Sprintf(format, args...))
+	}
+}
+
+// Passed says whether the table kept the rule (true when not run).
+func (f *FencedState) Passed() bool { return f == nil || f.Pass }
 
 // ItemCounts is a per-lease sequence check summed over the leases.
 type ItemCounts struct {
@@ -113,6 +139,7 @@ func (f *StatefulFigures) stateRows() [][3]string {
 		{"duplicates", d(it.Duplicates), naive(func(n *NaiveItems) string { return d(n.Items.Duplicates) })},
 		{"out of order", d(it.OutOfOrder), naive(func(n *NaiveItems) string { return d(n.Items.OutOfOrder) })},
 		{"beyond the checkpoint", d(it.Beyond), "-"},
+		{"own table through fencedb: applied / refused / receipts", f.fencedCell(), "-"},
 	}
 }
 
@@ -127,4 +154,17 @@ func (f *StatefulFigures) writeMarkdown(w io.Writer) {
 	for _, ex := range f.I6.Examples {
 		fmt.Fprintf(w, "- %s\n", ex)
 	}
+}
+
+// fencedCell is the fenced-state row's gateway cell.
+func (f *StatefulFigures) fencedCell() string {
+	fs := f.FencedState
+	if fs == nil {
+		return "not measured"
+	}
+	cell := fmt.Sprintf("%d / %d / %d", fs.Applied, fs.Refused, fs.Receipts)
+	if !fs.Pass {
+		cell += fmt.Sprintf(" FAIL (%d errors) %v", fs.Failed, fs.Examples)
+	}
+	return cell
 }
