@@ -75,6 +75,7 @@ fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzFM19_DecodeAcquire -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzFM29_BinaryHeaders -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzFM29_JSONHeaders -fuzztime 30s ./gateway
+	$(GO) test -run '^$$' -fuzz FuzzRefusalExplainsInvalidJSON -fuzztime 30s ./gateway
 	$(GO) test -run '^$$' -fuzz FuzzStampRoundTrip -fuzztime 30s ./barrier
 
 # Flags of `fencegate dev` for `make run ARGS="--listen 127.0.0.1:9080"` (a

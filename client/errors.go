@@ -82,9 +82,11 @@ type Problem struct {
 	// session and where to resend the request.
 	Holder    string `json:"holder,omitempty"`
 	HolderURL string `json:"holder_url,omitempty"`
-	// Cause comes with a generation_ended of a batch whose commit was
-	// requested: the code the failure would have had (fenced, ...). The
-	// outcome is still unknown.
+	// Cause comes with some generation_ended answers, saying what ended
+	// the generation: fenced (a fence seen after the batch's commit was
+	// asked for) or fatal (a fatal producer error that is not a fence).
+	// The outcome is still unknown; treat another value as a newer
+	// gateway's.
 	Cause string `json:"cause,omitempty"`
 	// Pattern and RolloutState come with direct_client_gated and
 	// rollout_step_refused: the route pattern and its rollout state;
@@ -97,8 +99,8 @@ type Problem struct {
 	// fence for the lease, 0 if none.
 	LedgerToken int64 `json:"ledger_token,omitempty"`
 
-	// RetryAfter is the Retry-After header of a too_many_requests reply
-	// (zero when absent).
+	// RetryAfter is the Retry-After header of the reply (too_many_requests,
+	// ledger_behind; zero when absent).
 	RetryAfter time.Duration `json:"-"`
 }
 
