@@ -75,7 +75,10 @@ func TestFM21_RolloutWalksObserveGateEnforce(t *testing.T) {
 	r := b.newReplica(nil)
 	b.withAdmin(r)
 	const old, fenced = "shard:5", "shard:21" // one partition: 5 of 16
-	ttl := 2 * time.Second
+	// Long enough for the gated steps below to see the direct lease live
+	// on a loaded machine (it is renewed just before the gate); the test
+	// waits for it to lapse once, before enforce.
+	ttl := 6 * time.Second
 	if rep := r.doAs(t, devToken, "GET", "/v1/admin/rollouts", nil); rep.status != http.StatusForbidden {
 		t.Fatalf("admin API for a client without admin: %d %s, want 403", rep.status, rep.raw)
 	}
@@ -96,6 +99,9 @@ func TestFM21_RolloutWalksObserveGateEnforce(t *testing.T) {
 		t.Fatalf("fenced produce: %d %s", p.status, p.raw)
 	}
 
+	if rep := r.doAs(t, directToken, "PATCH", "/v1/leases/"+old, map[string]any{"owner_id": "old-1", "token": oldToken, "ttl_ms": ttl.Milliseconds()}); rep.status != http.StatusOK {
+		t.Fatalf("direct renew in observe: %d %s", rep.status, rep.raw)
+	}
 	if rep := r.step(t, "gated", false, ""); rep.status != http.StatusOK || len(rep.body["direct_leases"].([]any)) != 1 || rep.body["last_lapse"] == nil {
 		t.Fatalf("gate: %d %s, want the direct lease listed with its lapse", rep.status, rep.raw)
 	}

@@ -72,7 +72,7 @@ func TestFM21_RolloutStepsAndAudit(t *testing.T) {
 	if _, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops"}, nil); !errors.As(err, &step) {
 		t.Fatalf("observe -> enforced: %v, want a StepError", err)
 	}
-	l, err := b.store.Acquire(b.ctx, "shard:7", "old", 2*time.Second, "r", "old-binary", rolloutPattern)
+	l, err := b.store.Acquire(b.ctx, "shard:7", "old", 4*time.Second, "r", "old-binary", rolloutPattern) // live through the steps below, even on a loaded machine
 	if err != nil {
 		t.Fatal(err)
 	}
