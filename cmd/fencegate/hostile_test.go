@@ -207,8 +207,9 @@ func TestTotalInFlightCap(t *testing.T) {
 		held = append(held, c)
 	}
 	// The held requests are in flight once the server started reading
-	// them; poll until a fifth is refused.
-	deadline := time.Now().Add(10 * time.Second)
+	// them; poll until a fifth is refused (a loaded suite has taken over
+	// 10 s to start reading all four).
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c := slowRequest(t, addr, "not-a-token", 10)
 		s, ra := answer(c, 2*time.Second)
