@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/leasestore"
 )
 
@@ -130,7 +131,7 @@ func TestFM21_GrantWaitsForGateChange(t *testing.T) {
 		_, err := b.store.Acquire(context.Background(), "shard:3", "old", time.Minute, "r", "old-binary", rolloutPattern)
 		granted <- err
 	}()
-	waitForLockWait(t, b, granted)
+	pgtest.WaitLockWaiter(t, b.db, granted)
 	open()
 	if err := <-changed; err != nil {
 		t.Fatal(err)
@@ -138,28 +139,4 @@ func TestFM21_GrantWaitsForGateChange(t *testing.T) {
 	if err := <-granted; !errors.Is(err, leasestore.ErrGated) {
 		t.Fatalf("direct acquire during the change: %v, want ErrGated", err)
 	}
-}
-
-// waitForLockWait waits until a session of this database waits for a
-// lock, or fails the test if the acquire answers first.
-func waitForLockWait(t *testing.T, b *testBundle, granted <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-granted:
-			t.Fatalf("the direct acquire answered (%v) while the change held the row", err)
-		default:
-		}
-		var n int
-		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("no session waited for the rollout row's lock")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -19,7 +18,15 @@ import (
 // effects: each applied write appends one row (resource, token, what).
 func fenceDB(t testing.TB) *sql.DB {
 	t.Helper()
-	db := stdlib.OpenDBFromPool(pgtest.New(t).Pool)
+	db, _ := fenceDBOn(t)
+	return db
+}
+
+// fenceDBOn is fenceDB with the test database it opened.
+func fenceDBOn(t testing.TB) (*sql.DB, *pgtest.DB) {
+	t.Helper()
+	pg := pgtest.New(t)
+	db := stdlib.OpenDBFromPool(pg.Pool)
 	t.Cleanup(func() { db.Close() })
 	ctx := context.Background()
 	if err := fencedb.Migrate(ctx, db); err != nil {
@@ -31,7 +38,7 @@ func fenceDB(t testing.TB) *sql.DB {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE effects (id bigserial, resource text, token bigint, what text)`); err != nil {
 		t.Fatal(err)
 	}
-	return db
+	return db, pg
 }
 
 // effect applies one fenced write that appends an effect row.
@@ -113,7 +120,8 @@ func TestFencedbLowerWaitsForHigher(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			db, ctx := fenceDB(t), context.Background()
+			db, pg := fenceDBOn(t)
+			ctx := context.Background()
 			// The fence row exists before: the second write must wait on
 			// its lock, not on the first one's insert of it.
 			if err := effect(ctx, db, "r", 1, "before"); err != nil {
@@ -134,7 +142,7 @@ func TestFencedbLowerWaitsForHigher(t *testing.T) {
 			<-holding
 			secondDone := make(chan error, 1)
 			go func() { secondDone <- effect(ctx, db, "r", c.second, "second") }()
-			waitForLockWaiter(t, db, secondDone)
+			pgtest.WaitLockWaiter(t, pg, secondDone)
 			close(release)
 			if err := <-firstDone; err != nil {
 				t.Fatal(err)
@@ -152,25 +160,6 @@ func TestFencedbLowerWaitsForHigher(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitForLockWaiter waits until a session waits for a lock, failing if
-// the second write answers first (it did not wait on the fence row).
-func waitForLockWaiter(t *testing.T, db *sql.DB, answered <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-answered:
-			t.Fatalf("the second write answered (%v) while the first held the fence row", err)
-		default:
-		}
-		if countRows(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the second write never waited for the fence row")
 }
 
 // TestFencedbSameGenerationPasses: equal tokens are one generation, whose

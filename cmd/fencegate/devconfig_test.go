@@ -39,22 +39,17 @@ func TestDevRunsOutsideTheRepository(t *testing.T) {
 	done := make(chan int, 1)
 	var stderr syncBuffer
 	go func() { done <- run(ctx, args, &bytes.Buffer{}, &stderr) }()
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for !gatewayReady(listen) {
 		select {
 		case code := <-done:
 			t.Fatalf("dev stopped with exit %d:\n%s", code, stderr.String())
-		default:
-		}
-		if resp, err := http.Get("http://" + listen + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
+		case <-deadline:
 			t.Fatalf("dev not ready within 60s:\n%s", stderr.String())
+		case <-tick.C:
 		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline
 	}
 	req, _ := http.NewRequest("POST", "http://"+listen+"/v1/leases",
 		bytes.NewReader([]byte(`{"name":"shard:7","owner_id":"w","ttl_ms":10000}`)))
@@ -71,4 +66,14 @@ func TestDevRunsOutsideTheRepository(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("dev exited %d after cancel:\n%s", code, stderr.String())
 	}
+}
+
+// gatewayReady says whether the gateway at listen answers /readyz 200.
+func gatewayReady(listen string) bool {
+	resp, err := http.Get("http://" + listen + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }

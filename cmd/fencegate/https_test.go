@@ -34,12 +34,20 @@ func startServe(t *testing.T, http gateway.ServerConfig) string {
 // startServeOn is startServe on the database db (serve migrates it).
 func startServeOn(t *testing.T, db *pgtest.DB, http gateway.ServerConfig) string {
 	t.Helper()
+	clients := fmt.Sprintf("  - {name: ops, token_sha256: %s, allow: [\"*\"]}\n  - {name: cert-worker, certificate_cn: worker-7, allow: [\"shard:7*\"]}\n"+
+		"  - {name: other, token_sha256: %s, allow: [\"*\"]}\n", gateway.HashToken("ops-token"), gateway.HashToken("other-token"))
+	return startServeWith(t, db, http, clients, false)
+}
+
+// startServeWith runs `serve` in process on db and a fresh broker with
+// the route shard:* (16 partitions) and clients (YAML list items); dev
+// lets the config name the development token, as `fencegate dev` does.
+// It returns the listen address.
+func startServeWith(t *testing.T, db *pgtest.DB, http gateway.ServerConfig, clients string, dev bool) string {
+	t.Helper()
 	k := kafkatest.Start(t, "shard-output", 16)
 	cfg := filepath.Join(t.TempDir(), "fencegate.yaml")
-	yaml := fmt.Sprintf("transactional_id_prefix: t\nroutes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 16}\n"+
-		"clients:\n  - {name: ops, token_sha256: %s, allow: [\"*\"]}\n  - {name: cert-worker, certificate_cn: worker-7, allow: [\"shard:7*\"]}\n"+
-		"  - {name: other, token_sha256: %s, allow: [\"*\"]}\n",
-		gateway.HashToken("ops-token"), gateway.HashToken("other-token"))
+	yaml := "transactional_id_prefix: t\nroutes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 16}\nclients:\n" + clients
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,7 @@ func startServeOn(t *testing.T, db *pgtest.DB, http gateway.ServerConfig) string
 	done := make(chan error, 1)
 	f := serveFlags{listen: "127.0.0.1:0", replica: "r1", minTTL: time.Millisecond, maxTTL: time.Hour,
 		txnTimeout: 10 * time.Second, http: http, commonFlags: commonFlags{databaseURL: db.URL, brokers: k.Brokers,
-			configPath: cfg, barrierKey: "0123456789abcdef0123", migrate: true}}
+			configPath: cfg, barrierKey: "0123456789abcdef0123", migrate: true, dev: dev}}
 	go func() { done <- serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), ready) }()
 	t.Cleanup(func() {
 		cancel()

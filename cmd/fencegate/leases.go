@@ -81,22 +81,9 @@ type opClient struct {
 	json        bool // print the gateway's JSON instead of a table
 }
 
+// get is call for a GET: the gateway's JSON decoded into out.
 func (c *opClient) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %d %s", path, resp.StatusCode, raw)
-	}
-	return json.Unmarshal(raw, out)
+	return c.call(ctx, http.MethodGet, path, nil, out)
 }
 
 // list prints every lease under prefix, following the pages' next cursor.

@@ -5,17 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fencegate/fencegate/gateway"
-	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
 )
 
@@ -26,30 +20,12 @@ import (
 // prints the ACL change; a client without admin is refused the API.
 func TestRolloutCommands(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewEmpty(t)
-	k := kafkatest.Start(t, "shard-output", 4)
-	cfg := filepath.Join(t.TempDir(), "fencegate.yaml")
-	yaml := fmt.Sprintf("transactional_id_prefix: t\nroutes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 4}\n"+
-		"clients:\n  - {name: ops, token_sha256: %s, allow: [\"*\"], admin: true}\n"+
+	clients := fmt.Sprintf("  - {name: ops, token_sha256: %s, allow: [\"*\"], admin: true}\n"+
 		"  - {name: old, token_sha256: %s, allow: [\"shard:*\"], kind: direct, kafka_principal: \"User:old\"}\n",
 		gateway.HashToken("dev-token"), gateway.HashToken("old-token"))
-	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready, done := make(chan string, 1), make(chan error, 1)
-	f := serveFlags{listen: "127.0.0.1:0", replica: "r1", minTTL: time.Millisecond, maxTTL: time.Hour,
-		txnTimeout: 10 * time.Second, commonFlags: commonFlags{databaseURL: db.URL, brokers: k.Brokers,
-			configPath: cfg, barrierKey: "0123456789abcdef0123", migrate: true, dev: true}}
-	go func() { done <- serve(ctx, f, slog.New(slog.NewTextHandler(io.Discard, nil)), ready) }()
-	var base string
-	select {
-	case addr := <-ready:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	// dev: the rollout command's default token is dev-token (FM45).
+	base := "http://" + startServeWith(t, pgtest.NewEmpty(t), gateway.ServerConfig{}, clients, true)
+	ctx := context.Background()
 	rollout := func(want int, args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer

@@ -131,3 +131,30 @@ func WaitExpired(t testing.TB, store *leasestore.Store, name string) {
 		}
 	}
 }
+
+// WaitLockWaiter waits until a session of db's database waits for a lock,
+// polling with a deadline; it fails the test if answered delivers first
+// (the call that should be waiting answered instead).
+func WaitLockWaiter(t testing.TB, db *DB, answered <-chan error) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		var n int
+		if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case err := <-answered:
+			t.Fatalf("answered (%v) while it should wait for a lock", err)
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("no session waited for a lock within 10s")
+		}
+	}
+}
