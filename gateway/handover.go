@@ -73,6 +73,11 @@ func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	start := g.cfg.Now() // the local deadline runs from the grant, not from the wait
 	var lease leasestore.Lease
 	err = g.stage(ctx, stagePGGrant, func(ctx context.Context) (err error) {
+		// Bounded by the handover's budget: a store that does not answer
+		// fails the acquire closed in time instead of holding its
+		// handover slot for as long as the link is down (FM63).
+		ctx, cancel := context.WithTimeout(ctx, g.handoverBudget(req.TTL))
+		defer cancel()
 		lease, err = g.grant(ctx, req)
 		return err
 	})

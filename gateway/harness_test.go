@@ -138,6 +138,12 @@ func (c *clock) freeze() { now := time.Now(); c.frozen.Store(&now) }
 
 func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 	b.t.Helper()
+	return b.newReplicaOn(b.store, mod)
+}
+
+// newReplicaOn is newReplica on store (a store over a proxied pool).
+func (b *testBundle) newReplicaOn(store gateway.LeaseStore, mod func(*gateway.Config)) *replica {
+	b.t.Helper()
 	b.replica++
 	clk := &clock{}
 	// The listener exists before the gateway, so the replica can advertise
@@ -163,7 +169,7 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 	if mod != nil {
 		mod(&cfg)
 	}
-	g, err := gateway.New(b.store, b.router, cfg)
+	g, err := gateway.New(store, b.router, cfg)
 	if err != nil {
 		b.t.Fatal(err)
 	}

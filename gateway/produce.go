@@ -389,7 +389,12 @@ func (g *Gateway) renew(ctx context.Context, caller *Client, name, owner string,
 	if err := caller.mayActFor(s.client, name); err != nil {
 		return RenewResult{}, err
 	}
-	l, err := g.store.Renew(ctx, name, owner, token, ttl, g.gateFor(caller, name))
+	// Past the local deadline the renewal cannot keep the session: a
+	// store that does not answer (a partition drops its bytes) is 503 by
+	// then, not a request held as long as the link stays down (FM63).
+	sctx, cancel := context.WithTimeout(ctx, s.remaining(start))
+	defer cancel()
+	l, err := g.store.Renew(sctx, name, owner, token, ttl, g.gateFor(caller, name))
 	if err != nil {
 		g.renewFailed(s, toError(err), start.Add(ttl))
 		return RenewResult{}, err

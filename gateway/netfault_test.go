@@ -1,0 +1,247 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/internal/netfault"
+	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
+	"github.com/fencegate/fencegate/verify"
+)
+
+// answer is what a worker was told about one batch of one generation.
+type answer struct {
+	batch  string
+	token  int64
+	status int
+	code   string
+}
+
+// truthful fails t for every answer the log contradicts: a 200 whose
+// batch is not committed under its token, a definite refusal whose batch
+// is (client.ProduceOutcome is the answer table). It returns the answers
+// by kind, for the test's log.
+func truthful(t *testing.T, recs []verify.Record, answers []answer) map[client.Outcome]int {
+	t.Helper()
+	in := map[answer]bool{}
+	for _, r := range recs {
+		if !r.Barrier && !r.Checkpoint {
+			in[answer{batch: r.Batch, token: r.Token}] = true
+		}
+	}
+	kinds := map[client.Outcome]int{}
+	for _, a := range answers {
+		kind := client.ProduceOutcome(a.status, a.code)
+		kinds[kind]++
+		committed := in[answer{batch: a.batch, token: a.token}]
+		switch {
+		case kind == client.OutcomeCommitted && !committed:
+			t.Errorf("batch %s of token %d answered 200 and is not in the log", a.batch, a.token)
+		case kind == client.OutcomeRefused && committed:
+			t.Errorf("batch %s of token %d answered %d %s (a definite refusal) and is committed", a.batch, a.token, a.status, a.code)
+		}
+	}
+	return kinds
+}
+
+// faultedWorker writes batches to one lease through r the way the answer
+// table says: the same batch id after an unknown outcome, a new generation
+// after generation_ended or not_holder. It records every answer.
+type faultedWorker struct {
+	t       *testing.T
+	b       *testBundle
+	r       *replica
+	name    string
+	token   int64
+	answers []answer
+	log     *ackLog
+}
+
+// write sends batch until it is committed or the lease is lost; it
+// returns whether it was committed.
+func (w *faultedWorker) write(batch string) bool {
+	for range 20 {
+		rep := w.r.produce(w.t, w.name, "w1", w.token, batch, 2)
+		w.answers = append(w.answers, answer{batch: batch, token: w.token, status: rep.status, code: rep.code()})
+		switch {
+		case rep.status == http.StatusOK:
+			w.b.mustProduceReplied(w.t, w.log, w.name, w.token, batch, rep)
+			return true
+		case rep.code() == "generation_ended" || rep.code() == "not_holder":
+			w.regenerate()
+		case rep.code() == "lease_lost" || rep.code() == "fenced":
+			return false
+		}
+	}
+	w.t.Fatalf("batch %s not committed after 20 attempts: %+v", batch, w.answers[len(w.answers)-1])
+	return false
+}
+
+// regenerate asks for a new generation until one is granted.
+func (w *faultedWorker) regenerate() {
+	eventually(w.t, 60*time.Second, func() (bool, string) {
+		rep := w.r.regenerate(w.t, w.name, "w1", w.token, 30*time.Second)
+		if rep.status == http.StatusCreated {
+			w.token = rep.int("token")
+		}
+		return rep.status == http.StatusCreated, string(rep.raw)
+	})
+}
+
+// proxiedBroker is a bundle whose broker is reached through fault proxies.
+func proxiedBroker(t *testing.T) (*testBundle, *kafkatest.Links) {
+	b := setup(t)
+	k, links := kafkatest.StartProxied(t, topic, partitions)
+	b.useKafka(k)
+	return b, links
+}
+
+// brokerFaultAtCommit pauses one batch after its records are delivered,
+// applies fault to the broker's links, lets the commit run into it, and
+// heals the link once the batch is answered. It returns that answer.
+func brokerFaultAtCommit(t *testing.T, fault func(*netfault.Link) func()) (*testBundle, *faultedWorker, answer) {
+	b, links := proxiedBroker(t)
+	g := newGate(gateway.HookBeforeCommit, "shard:60")
+	g.armed.Store(false)
+	defer g.open()
+	r := b.newReplica(hooks(g))
+	w := &faultedWorker{t: t, b: b, r: r, name: "shard:60", log: &ackLog{}}
+	w.token = r.mustAcquire(t, w.name, "w1", 30*time.Second)
+	w.write("b0")
+	g.armed.Store(true)
+	answered := make(chan reply, 1)
+	go func() { answered <- r.produce(t, w.name, "w1", w.token, "b1", 2) }()
+	g.wait(t)
+	heal := links.Each(fault)
+	g.open()
+	rep := <-answered
+	heal()
+	a := answer{batch: "b1", token: w.token, status: rep.status, code: rep.code()}
+	w.answers = append(w.answers, a)
+	return b, w, a
+}
+
+// TestFM60_BrokerPartitionedAtCommit: the broker's link drops every byte
+// (no reset) between a batch's records and its commit. The answer is
+// outcome unknown (the commit's reply cannot come), never 200 and never a
+// definite refusal; once the link heals the worker's next generation
+// commits the batch, and the log agrees with every answer.
+func TestFM60_BrokerPartitionedAtCommit(t *testing.T) {
+	t.Parallel()
+	b, w, a := brokerFaultAtCommit(t, func(l *netfault.Link) func() { return l.Blackhole(netfault.Both) })
+	if got := client.ProduceOutcome(a.status, a.code); got != client.OutcomeUnknown {
+		t.Fatalf("a commit into a partitioned broker answered %d %s (%s), want outcome unknown", a.status, a.code, got)
+	}
+	w.regenerate()
+	w.write("b1")
+	w.write("b2")
+	truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+}
+
+// TestFM61_BrokerRepliesLostAtCommit: the link is half-open, requests
+// reach the broker and its replies are dropped: the commit is applied and
+// the gateway cannot know. The answer must be outcome unknown; the log
+// then holds the batch under the answered token, which a definite refusal
+// would have denied.
+func TestFM61_BrokerRepliesLostAtCommit(t *testing.T) {
+	t.Parallel()
+	b, w, a := brokerFaultAtCommit(t, func(l *netfault.Link) func() { return l.Blackhole(netfault.Downstream) })
+	if got := client.ProduceOutcome(a.status, a.code); got != client.OutcomeUnknown {
+		t.Fatalf("a commit whose reply was lost answered %d %s (%s), want outcome unknown", a.status, a.code, got)
+	}
+	w.regenerate()
+	w.write("b1")
+	recs := b.checkInvariants(t, w.name, w.log)
+	truthful(t, recs, w.answers)
+	t.Logf("batch b1 of the lost reply in the log: %v", batchRecords(recs, "b1") > 2)
+}
+
+// TestFM62_ResetsAndSlowLinkStayTruthful: batches written while the
+// broker's link adds 50±25 ms each way and is reset at random moments:
+// every answer agrees with the log, every acknowledged batch is there in
+// order, and the worker gets through every batch.
+func TestFM62_ResetsAndSlowLinkStayTruthful(t *testing.T) {
+	t.Parallel()
+	b, links := proxiedBroker(t)
+	r := b.newReplica(nil)
+	w := &faultedWorker{t: t, b: b, r: r, name: "shard:62", log: &ackLog{}}
+	w.token = r.mustAcquire(t, w.name, "w1", 30*time.Second)
+	slow := links.Each(func(l *netfault.Link) func() { return l.Latency(netfault.Both, 50*time.Millisecond, 25*time.Millisecond) })
+	defer slow()
+	for i := range 12 {
+		if i%3 == 1 {
+			undo := links.Each(func(l *netfault.Link) func() { return l.Reset() })
+			time.AfterFunc(150*time.Millisecond, undo)
+		}
+		if !w.write("b" + itoa(int64(i))) {
+			t.Fatalf("lease lost at batch %d: %+v", i, w.answers[len(w.answers)-1])
+		}
+	}
+	slow()
+	kinds := truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+	t.Logf("answers: %d committed, %d unknown, %d definite refusals", kinds[client.OutcomeCommitted], kinds[client.OutcomeUnknown], kinds[client.OutcomeRefused])
+}
+
+// proxiedStore is a lease store over a pool reached through a fault proxy.
+func proxiedStore(t *testing.T, b *testBundle) (*leasestore.Store, *netfault.Link) {
+	t.Helper()
+	pool, link := pgtest.Proxied(t, b.db)
+	store, err := leasestore.New(pool, leasestore.Config{ValidateName: txnmap.ValidateName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, link
+}
+
+// TestFM63_PostgresPartitionFailsClosedInTime: with the lease store's link
+// dropping every byte, a renewal is answered 503 store_unavailable by the
+// session's local deadline (it cannot keep the session alive past it) and
+// an acquire by its handover budget, instead of hanging with the link;
+// batches commit until the local deadline and are refused after it; once
+// the link heals, the lease is taken again.
+func TestFM63_PostgresPartitionFailsClosedInTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store, link := proxiedStore(t, b)
+	r := b.newReplicaOn(store, nil)
+	const ttl = 3 * time.Second
+	w := &faultedWorker{t: t, b: b, r: r, name: "shard:63", log: &ackLog{}}
+	w.token = r.mustAcquire(t, w.name, "w1", ttl)
+	heal := link.Blackhole(netfault.Both)
+	w.write("during")
+	start := time.Now()
+	rep := r.do(t, "PATCH", "/v1/leases/shard:63", map[string]any{"owner_id": "w1", "token": w.token, "ttl_ms": ttl.Milliseconds()})
+	if took := time.Since(start); rep.code() != "store_unavailable" || took > ttl+time.Second {
+		t.Fatalf("renewal over a partitioned store: %d %s after %s, want 503 store_unavailable within the local deadline (%s)", rep.status, rep.raw, took, ttl)
+	}
+	start = time.Now()
+	rep = r.acquire(t, "shard:64", "w2", ttl)
+	if took := time.Since(start); rep.code() != "store_unavailable" || took > ttl {
+		t.Fatalf("acquire over a partitioned store: %d %s after %s, want 503 store_unavailable within the handover budget", rep.status, rep.raw, took)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return r.g.Sessions() == 0, fmt.Sprintf("%d sessions", r.g.Sessions())
+	})
+	rep = r.produce(t, w.name, "w1", w.token, "after", 1)
+	if rep.status == http.StatusOK {
+		t.Fatalf("a batch past the local deadline was committed: %s", rep.raw)
+	}
+	w.answers = append(w.answers, answer{batch: "after", token: w.token, status: rep.status, code: rep.code()})
+	heal()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		rep = r.acquire(t, w.name, "w1", 30*time.Second)
+		return rep.status == http.StatusCreated, string(rep.raw)
+	})
+	recs := b.checkInvariants(t, w.name, w.log)
+	truthful(t, recs, w.answers)
+	if n := batchRecords(recs, "after"); n != 0 {
+		t.Fatalf("%d records of the batch sent past the local deadline are in the log", n)
+	}
+}
