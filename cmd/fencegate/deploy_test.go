@@ -357,15 +357,21 @@ func k8sEnv(t *testing.T, where string, c k8sContainer, configMaps map[string]ma
 	return env
 }
 
+// k8sConfigMaps are the data of a rendering's ConfigMaps, by name.
+func k8sConfigMaps(list []k8sObject) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, o := range list {
+		if o.Kind == "ConfigMap" {
+			out[o.Metadata.Name] = o.Data
+		}
+	}
+	return out
+}
+
 func k8sInvocations(t *testing.T) []invocation {
 	var out []invocation
 	for file, list := range readK8s(t) {
-		configMaps := map[string]map[string]string{}
-		for _, o := range list {
-			if o.Kind == "ConfigMap" {
-				configMaps[o.Metadata.Name] = o.Data
-			}
-		}
+		configMaps := k8sConfigMaps(list)
 		for _, o := range list {
 			pod := o.Spec.Template.Spec
 			for _, c := range append(append([]k8sContainer{}, pod.InitContainers...), pod.Containers...) {
@@ -827,5 +833,51 @@ func TestMaterializerGrantsCoverItsQueries(t *testing.T) {
 		if !strings.Contains(string(compose), s) {
 			t.Errorf("compose's grants service does not run %q", s)
 		}
+	}
+}
+
+// TestDeployK8sMigratesFirstAndForwards: in every rendering of the Helm
+// chart, each gateway and materializer pod runs `fencegate migrate` as an
+// init container, so no component serves on a schema older than its
+// binary (and no Job races the pods); and each gateway forwards to the
+// holder under the replicas' credential, verifying the other replicas
+// against a CA file where it serves HTTPS, so that workers need only the
+// Service address.
+func TestDeployK8sMigratesFirstAndForwards(t *testing.T) {
+	gateways := 0
+	for file, list := range readK8s(t) {
+		configMaps := k8sConfigMaps(list)
+		for _, o := range list {
+			pod := o.Spec.Template.Spec
+			if o.Kind == "Job" {
+				t.Errorf("%s: Job/%s: migrations run in the pods' init containers, not in a Job racing them", file, o.Metadata.Name)
+			}
+			if o.Kind != "Deployment" {
+				continue
+			}
+			migrates := false
+			for _, c := range pod.InitContainers {
+				migrates = migrates || len(c.Args) > 0 && c.Args[0] == "migrate"
+			}
+			if !migrates {
+				t.Errorf("%s: Deployment/%s has no `fencegate migrate` init container", file, o.Metadata.Name)
+			}
+			for _, c := range pod.Containers {
+				if len(c.Args) == 0 || c.Args[0] != "serve" {
+					continue
+				}
+				gateways++
+				env := k8sEnv(t, file, c, configMaps)
+				if env["FENCEGATE_REPLICA_CREDENTIAL_FILE"] == "" {
+					t.Errorf("%s: Deployment/%s: no FENCEGATE_REPLICA_CREDENTIAL_FILE: replicas answer 421 with a pod name workers outside the cluster cannot reach", file, o.Metadata.Name)
+				}
+				if env["FENCEGATE_TLS_CERT"] != "" && env["FENCEGATE_REPLICA_CA_FILE"] == "" {
+					t.Errorf("%s: Deployment/%s serves HTTPS but names no FENCEGATE_REPLICA_CA_FILE for the other replicas' certificates", file, o.Metadata.Name)
+				}
+			}
+		}
+	}
+	if gateways < 2 {
+		t.Errorf("%d gateways in the chart's renderings, want one in each", gateways)
 	}
 }
