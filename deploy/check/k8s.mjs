@@ -131,9 +131,39 @@ function checkRendering(file, objects) {
       }
     }
   }
+  for (const d of deployments) checkHardening(at(`Deployment/${d.metadata.name}`), d);
+  const gateways = deployments.filter((d) => d.spec.template.spec.containers.some((c) => c.args?.[0] === "serve"));
+  for (const d of gateways) {
+    const where = at(`Deployment/${d.metadata.name}`);
+    const labels = d.spec.template.metadata.labels;
+    if (!byKind("PodDisruptionBudget").some((p) => matches(p.spec.selector.matchLabels, labels)))
+      fail(where, "no PodDisruptionBudget selects the gateways: a node drain may take them all at once");
+    if (!(d.spec.template.spec.topologySpreadConstraints ?? []).some((c) => c.topologyKey === "kubernetes.io/hostname" && matches(c.labelSelector?.matchLabels, labels)))
+      fail(where, "no topology spread over nodes for its own pods");
+  }
   checkReplicas(ctx, deployments, services, byKind("Certificate"));
   checkServiceMonitors(ctx, services, byKind("ServiceMonitor"));
   checkNetworkPolicies(ctx, templates, byKind("NetworkPolicy"));
+}
+
+// checkHardening: what every pod of the chart keeps: a non-root user with
+// the runtime's seccomp profile, no service account token, and in every
+// container (init containers too) no privilege escalation, no
+// capabilities, a read-only root filesystem and resource requests.
+function checkHardening(where, d) {
+  const spec = d.spec.template.spec;
+  const sc = spec.securityContext ?? {};
+  if (sc.runAsNonRoot !== true || !(sc.runAsUser > 0)) fail(where, "pod does not run as a non-root user");
+  if (sc.seccompProfile?.type !== "RuntimeDefault") fail(where, "pod has no RuntimeDefault seccomp profile");
+  if (spec.automountServiceAccountToken !== false) fail(where, "pod mounts a service account token it never uses");
+  if (spec.enableServiceLinks !== false) fail(where, "enableServiceLinks: the Services' *_SERVICE_HOST/_PORT variables would be injected (a Service named fencegate gives FENCEGATE_PORT...)");
+  for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
+    const csc = c.securityContext ?? {};
+    if (csc.allowPrivilegeEscalation !== false) fail(where, `container ${c.name} may escalate privileges`);
+    if (csc.readOnlyRootFilesystem !== true) fail(where, `container ${c.name} has a writable root filesystem`);
+    if (!(csc.capabilities?.drop ?? []).includes("ALL")) fail(where, `container ${c.name} keeps capabilities`);
+    if (!c.resources?.requests?.cpu || !c.resources?.requests?.memory) fail(where, `container ${c.name} has no cpu and memory requests`);
+  }
 }
 
 // matches: a label selector's matchLabels (or a Service's selector) selects labels.

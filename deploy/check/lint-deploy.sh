@@ -24,7 +24,9 @@
 #             against the Kubernetes OpenAPI schemas (deploy/check/k8s.mjs,
 #             offline): every file a FENCEGATE_* variable names is in a
 #             mounted volume, from a key the example Secrets or a ConfigMap
-#             hold, readable by the pod's user; the replicas' headless
+#             hold, readable by the pod's user; every pod non-root,
+#             read-only root, no capabilities, with requests; the gateways
+#             under a PDB and spread over nodes; the replicas' headless
 #             Service, advertised names, certificate names, ServiceMonitors
 #             and NetworkPolicies fit together.
 #   shell     shellcheck on the deploy scripts.
