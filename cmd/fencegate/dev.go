@@ -59,7 +59,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.settingsOf(func() {
 		kafkaListen = fs.String("kafka-listen", defaultKafkaBrokers, "listen address of the embedded development broker")
 		matListen = fs.String("materializer-listen", defaultMaterializerListen, "listen address of the materializer's HTTP port")
-		join = fs.Bool("join", false, "run one more gateway replica beside a running `fencegate dev` (give it another --listen): "+
+		join = fs.Bool("join", false, "run one more gateway replica beside a running fencegate dev (give it another --listen): "+
 			"no broker, no materializer, no reset; it uses the development broker at --kafka-listen and dev's database, and the replicas forward to each other")
 	})
 	if err := parse(fs, args); err != nil {

@@ -285,7 +285,7 @@ func (f *serveFlags) replicaCredential(log *slog.Logger) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("replica credential file: %w", err)
 		}
-		warnReadableKeyFile(f.replicaCredFile, log)
+		warnReadable(f.replicaCredFile, "replica credential file", "forward requests as any client", log)
 		cred = strings.TrimSpace(string(b))
 	}
 	switch {
