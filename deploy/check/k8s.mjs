@@ -229,8 +229,9 @@ function checkReplicas({ at }, deployments, services, certificates) {
   }
 }
 // checkServiceMonitors: each selects one Service of the chart (the API
-// Service, not the headless one: one scrape per pod) by a port it has, and
-// copies the pod labels the replica-down alert selects by.
+// Service, not the headless one: one scrape per pod) by a port it has,
+// names the job as deploy/prometheus/prometheus.yml does, and copies the
+// pod labels the replica-down alert selects by.
 function checkServiceMonitors({ at }, services, monitors) {
   for (const m of monitors) {
     const where = at(`ServiceMonitor/${m.metadata.name}`);
@@ -239,6 +240,10 @@ function checkServiceMonitors({ at }, services, monitors) {
     for (const e of m.spec.endpoints) {
       if (!sel[0].spec.ports.some((p) => p.name === e.port)) fail(where, `endpoint port ${e.port} is not a port of Service/${sel[0].metadata.name}`);
     }
+    const job = sel[0].metadata.labels?.[m.spec.jobLabel];
+    const component = sel[0].metadata.labels?.["app.kubernetes.io/component"];
+    if (job !== `fencegate-${component}`)
+      fail(where, `job would be ${job ?? "the Service's name " + sel[0].metadata.name}, not fencegate-${component} (jobLabel ${m.spec.jobLabel}): the rules and the dashboard select on that job`);
     for (const l of ["app.kubernetes.io/part-of", "app.kubernetes.io/component"]) {
       if (!(m.spec.podTargetLabels ?? []).includes(l)) fail(where, `podTargetLabels lacks ${l} (FencegateReplicaDown selects by it)`);
     }
