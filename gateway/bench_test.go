@@ -197,51 +197,65 @@ func BenchmarkRenew(b *testing.B) {
 
 // BenchmarkForwardHop measures what forwarding costs: each iteration, 16
 // leases held on one replica each commit one batch of 100 x 1 KiB records
-// sent to the holder, then one sent to the other replica, which forwards
-// it. Reported: the p50/p99 of both, what the hop adds at each, and the
-// process CPU per batch of both phases and their difference, the hop's
-// CPU in the gateways (both replicas and the broker share this process;
-// the forwarder's two registry reads cost Postgres CPU, not counted here).
+// sent to the holder, one sent to a second replica, which forwards it with
+// the holder found in its cache, and one sent to a third, which reads the
+// registry for every request (HolderCacheFor < 0). Reported: the p50/p99
+// of each, what the hop adds, and the process CPU per batch (both
+// replicas and the broker share this process; the registry reads cost
+// Postgres CPU, not counted here).
 func BenchmarkForwardHop(b *testing.B) {
 	const leases = 16
 	tb := setup(b)
 	tb.forwarding(0)
-	holder, other := tb.newReplica(slowBeat), tb.newReplica(slowBeat)
+	holder, cached := tb.newReplica(slowBeat), tb.newReplica(slowBeat)
+	tb.forward.HolderCacheFor = -1
+	uncached := tb.newReplica(slowBeat)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * leases}}
 	tokens := make([]int64, leases)
 	for i := range tokens {
 		tokens[i] = holder.mustAcquire(b, fmt.Sprintf("shard:%d", i), "bench", 10*time.Minute)
 	}
 	value := bytes.Repeat([]byte("x"), benchRecordSize)
-	var direct, forwarded []time.Duration
-	var cpuDirect, cpuForwarded time.Duration
+	phases := []*hopPhase{{name: "direct", at: holder}, {name: "forwarded", at: cached}, {name: "uncached", at: uncached}}
 	round := 0
-	phase := func(r *replica, tag string, out *[]time.Duration, cpu *time.Duration) {
-		ds := make([]time.Duration, leases)
-		start := cpuTime(b)
-		parallel(leases, func(i int) {
-			body := benchBody("bench", tokens[i], fmt.Sprintf("%s%d", tag, round), value)
-			t0 := time.Now()
-			postBatch(b, client, r.srv.URL+fmt.Sprintf("/v1/leases/shard:%d/records", i), body)
-			ds[i] = time.Since(t0)
-		})
-		*cpu += cpuTime(b) - start
-		*out = append(*out, ds...)
-	}
 	for b.Loop() {
 		round++
-		phase(holder, "d", &direct, &cpuDirect)
-		phase(other, "f", &forwarded, &cpuForwarded)
+		for _, p := range phases {
+			p.run(b, client, tokens, round, value)
+		}
 	}
 	n := float64(round * leases)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(percentile(direct, 0.5)), "direct_p50_ms")
-	b.ReportMetric(ms(percentile(direct, 0.99)), "direct_p99_ms")
-	b.ReportMetric(ms(percentile(forwarded, 0.5)), "forwarded_p50_ms")
-	b.ReportMetric(ms(percentile(forwarded, 0.99)), "forwarded_p99_ms")
-	b.ReportMetric(ms(percentile(forwarded, 0.5)-percentile(direct, 0.5)), "hop_p50_ms")
-	b.ReportMetric(ms(percentile(forwarded, 0.99)-percentile(direct, 0.99)), "hop_p99_ms")
-	b.ReportMetric(float64(cpuDirect.Microseconds())/n, "direct_cpu_us/batch")
-	b.ReportMetric(float64(cpuForwarded.Microseconds())/n, "forwarded_cpu_us/batch")
-	b.ReportMetric(float64((cpuForwarded-cpuDirect).Microseconds())/n, "hop_cpu_us/batch")
+	direct := phases[0]
+	for _, p := range phases {
+		b.ReportMetric(ms(percentile(p.ds, 0.5)), p.name+"_p50_ms")
+		b.ReportMetric(ms(percentile(p.ds, 0.99)), p.name+"_p99_ms")
+		b.ReportMetric(float64(p.cpu.Microseconds())/n, p.name+"_cpu_us/batch")
+		if p != direct {
+			b.ReportMetric(ms(percentile(p.ds, 0.5)-percentile(direct.ds, 0.5)), p.name+"_hop_p50_ms")
+			b.ReportMetric(float64((p.cpu-direct.cpu).Microseconds())/n, p.name+"_hop_cpu_us/batch")
+		}
+	}
+}
+
+// hopPhase is one way of sending BenchmarkForwardHop's batches.
+type hopPhase struct {
+	name string
+	at   *replica
+	ds   []time.Duration
+	cpu  time.Duration
+}
+
+// run sends one batch per lease at once to p.at.
+func (p *hopPhase) run(b *testing.B, client *http.Client, tokens []int64, round int, value []byte) {
+	ds := make([]time.Duration, len(tokens))
+	start := cpuTime(b)
+	parallel(len(tokens), func(i int) {
+		body := benchBody("bench", tokens[i], fmt.Sprintf("%s%d", p.name, round), value)
+		t0 := time.Now()
+		postBatch(b, client, p.at.srv.URL+fmt.Sprintf("/v1/leases/shard:%d/records", i), body)
+		ds[i] = time.Since(t0)
+	})
+	p.cpu += cpuTime(b) - start
+	p.ds = append(p.ds, ds...)
 }

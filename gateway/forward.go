@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,7 +53,19 @@ type Forwarding struct {
 	// on any failure after the request left, the answer is 502
 	// forward_failed: the outcome is unknown.
 	AnswerTimeout time.Duration
+	// HolderCacheFor is how long a holder found for a lease is reused
+	// before the registry is read again (default
+	// DefaultHolderCacheFor; negative: every request reads it). A stale
+	// entry costs one hop to a replica that answers for itself (421
+	// toward the real holder, or not_holder), never a wrong answer; any
+	// answer but a success forgets it.
+	HolderCacheFor time.Duration
 }
+
+// DefaultHolderCacheFor is the default of Forwarding.HolderCacheFor: well
+// under the three heartbeat intervals after which a silent holder is
+// taken for gone.
+const DefaultHolderCacheFor = time.Second
 
 // MinCredentialBytes is the shortest replica credential accepted.
 const MinCredentialBytes = 32
@@ -94,6 +107,7 @@ type forwarder struct {
 	client   *http.Client
 	answerIn time.Duration
 	dur      metric.Float64Histogram
+	holders  *holderCache
 	// sent counts requests forwarded (tests).
 	sent atomic.Int64
 }
@@ -104,6 +118,7 @@ func (f *Forwarding) fill() error {
 	}
 	f.ConnectTimeout = cmp.Or(f.ConnectTimeout, DefaultForwardConnectTimeout)
 	f.AnswerTimeout = cmp.Or(f.AnswerTimeout, DefaultForwardAnswerTimeout)
+	f.HolderCacheFor = cmp.Or(f.HolderCacheFor, DefaultHolderCacheFor)
 	return nil
 }
 
@@ -125,7 +140,7 @@ func (s *Server) Forward(f Forwarding) error {
 	fw := &forwarder{replica: s.g.cfg.Replica, hash: sha256.Sum256(f.Credential),
 		header: replicaScheme + string(f.Credential), answerIn: f.AnswerTimeout,
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		dur:    s.g.met.forward}
+		dur:    s.g.met.forward, holders: newHolderCache(f.HolderCacheFor)}
 	s.fwd = fw
 	return nil
 }
@@ -180,38 +195,45 @@ func (s *Server) forwardFirst(c echo.Context, name string) (done bool, err error
 	if !s.mayForward(c) || s.g.session(name) != nil {
 		return false, nil
 	}
-	e := s.g.heldElsewhere(c.Request().Context(), name)
-	if e == nil || e.Code != CodeMisdirected {
-		return false, nil // here, or a lookup that failed: the local path answers
+	e := s.fwd.holders.get(name)
+	if e == nil {
+		e = s.g.heldElsewhere(c.Request().Context(), name)
+		if e == nil || e.Code != CodeMisdirected {
+			return false, nil // here, or a lookup that failed: the local path answers
+		}
+		s.fwd.holders.put(name, e)
 	}
-	return true, s.forward(c, e, c.Request().Body)
+	return true, s.forward(c, name, e, c.Request().Body)
 }
 
 // forwardAfter forwards a request this replica answered misdirected (its
 // session of the lease is older than the request's generation, or ended
 // since forwardFirst looked), sending the body it already read.
-func (s *Server) forwardAfter(c echo.Context, body []byte, err error) error {
+func (s *Server) forwardAfter(c echo.Context, name string, body []byte, err error) error {
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeMisdirected || e.HolderURL == "" || !s.mayForward(c) {
 		return err
 	}
-	return s.forward(c, e, bytes.NewReader(body))
+	return s.forward(c, name, e, bytes.NewReader(body))
 }
 
-// forward sends the request to the holder to names and writes its answer.
+// forward sends the request for lease name to the holder to names and writes its answer.
 // Nothing sent (the holder not reached within the connect bound): to
 // itself, 421 as without forwarding. Sent and not answered: 502
 // forward_failed, outcome unknown.
-func (s *Server) forward(c echo.Context, to *Error, body io.Reader) error {
+func (s *Server) forward(c echo.Context, name string, to *Error, body io.Reader) error {
 	start := time.Now()
 	res, sent, err := s.fwd.send(c, to.HolderURL, body)
+	if err != nil || res.StatusCode >= 300 {
+		s.fwd.holders.forget(name)
+	}
 	if err != nil {
-		outcome, answer := forwardUnknown, forwardFailed(c.Param("name"), to.Holder, err)
+		outcome, answer := forwardUnknown, forwardFailed(name, to.Holder, err)
 		if !sent {
 			outcome, answer = forwardUnreachable, to
 		}
 		s.fwd.record(c.Request().Context(), start, outcome)
-		s.log.Warn("forward failed", "fencegate.lease", c.Param("name"), "holder", to.Holder, "sent", sent, "error", err)
+		s.log.Warn("forward failed", "fencegate.lease", name, "holder", to.Holder, "sent", sent, "error", err)
 		return answer
 	}
 	defer res.Body.Close()
@@ -292,4 +314,60 @@ func forwardFailed(name, holder string, err error) *Error {
 	return &Error{Code: CodeForwardFailed,
 		Detail:  fmt.Sprintf("the request for lease %q was sent to replica %q, which did not answer (%v): the outcome is unknown; retry the same request", name, holder, err),
 		Members: Members{Holder: holder}}
+}
+
+// holderCache remembers where leases' holders were found.
+type holderCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]cachedHolder
+}
+
+type cachedHolder struct {
+	e     *Error
+	until time.Time
+}
+
+// maxCachedHolders bounds the cache: past it, expired entries go, and if
+// none had expired, all of them.
+const maxCachedHolders = 1 << 16
+
+func newHolderCache(ttl time.Duration) *holderCache {
+	return &holderCache{ttl: ttl, m: map[string]cachedHolder{}}
+}
+
+// get returns the misdirected answer remembered for name, or nil.
+func (h *holderCache) get(name string) *Error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.m[name]; ok && time.Now().Before(c.until) {
+		return c.e
+	}
+	return nil
+}
+
+func (h *holderCache) put(name string, e *Error) {
+	if h.ttl <= 0 {
+		return
+	}
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.m) >= maxCachedHolders {
+		for k, c := range h.m {
+			if !now.Before(c.until) {
+				delete(h.m, k)
+			}
+		}
+		if len(h.m) >= maxCachedHolders {
+			clear(h.m)
+		}
+	}
+	h.m[name] = cachedHolder{e: e, until: now.Add(h.ttl)}
+}
+
+func (h *holderCache) forget(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, name)
 }

@@ -215,3 +215,30 @@ func forwardedAs(t *testing.T, at *replica, auth, client, name string, token int
 	req.Header.Set("Fencegate-Forwarded-Client", client)
 	return send(t, req)
 }
+
+// TestFM50_StaleHolderCacheAnswersTruthfully: a forwarder that cached the
+// holder before the lease moved sends the next request to the old holder,
+// which answers for itself, 421 toward the new one (nothing written: a
+// definite refusal that is true); the forwarder forgets the entry and the
+// request after it reaches the new holder.
+func TestFM50_StaleHolderCacheAnswersTruthfully(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.forwarding(0)
+	b.forward.HolderCacheFor = time.Hour
+	old, other, moved := b.newReplica(slowBeat), b.newReplica(slowBeat), b.newReplica(slowBeat)
+	first := old.mustAcquire(t, "shard:57", "w1", 30*time.Second)
+	log := &ackLog{}
+	b.mustProduce(t, other, log, "shard:57", "w1", first, "b1", 1) // caches the old holder
+	rep := moved.regenerate(t, "shard:57", "w1", first, 30*time.Second)
+	if rep.status != http.StatusCreated {
+		t.Fatalf("moving the lease: %d %s", rep.status, rep.raw)
+	}
+	token := rep.int("token")
+	rep = other.produce(t, "shard:57", "w1", token, "b2", 1)
+	if rep.status != http.StatusMisdirectedRequest || rep.body["holder_url"] != moved.srv.URL {
+		t.Fatalf("through a stale cache entry: %d %s, want 421 toward the new holder %s", rep.status, rep.raw, moved.srv.URL)
+	}
+	b.mustProduce(t, other, log, "shard:57", "w1", token, "b2", 1)
+	b.checkInvariants(t, "shard:57", log)
+}

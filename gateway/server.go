@@ -322,7 +322,7 @@ func (s *Server) renew(c echo.Context) error {
 	}
 	res, err := s.g.Renew(c.Request().Context(), client(c), name, owner, token, ttl)
 	if err != nil {
-		return s.forwardAfter(c, b, err)
+		return s.forwardAfter(c, name, b, err)
 	}
 	return c.JSON(http.StatusOK, res)
 }
@@ -354,7 +354,7 @@ func (s *Server) release(c echo.Context) error {
 		return err
 	}
 	if err := s.g.Release(c.Request().Context(), client(c), name, owner, token); err != nil {
-		return s.forwardAfter(c, nil, err)
+		return s.forwardAfter(c, name, nil, err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -402,7 +402,7 @@ func (s *Server) produce(c echo.Context) error {
 	req.Caller = client(c)
 	res, err := s.g.Produce(c.Request().Context(), req)
 	if err != nil {
-		return s.forwardAfter(c, b, err)
+		return s.forwardAfter(c, name, b, err)
 	}
 	return c.JSON(http.StatusOK, res)
 }

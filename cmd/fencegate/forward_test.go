@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
 )
@@ -127,4 +129,75 @@ func devCall(t *testing.T, method, addr, path, body string, want int, out any) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestForwardingOverHTTPS: two serve replicas on HTTPS forward to each
+// other when each trusts the other's certificate (--replica-ca-file); a
+// replica that cannot verify the holder's certificate sends it nothing,
+// not even the credential, and answers 421 toward it.
+func TestForwardingOverHTTPS(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewEmpty(t)
+	k := kafkatest.Start(t, "shard-output", 16)
+	ca := kafkatest.NewCA(t, "replicas-ca")
+	pair := ca.Server(t, "replica")
+	tlsOn := gateway.ServerConfig{TLSCertFile: pair.CertFile, TLSKeyFile: pair.KeyFile}
+	cred := writeFile(t, "replica-credential", strings.Repeat("cd", 32)+"\n", 0o600)
+	config := routeConfig(t, k.Topic, 16)
+	replica := func(name, caFile string) string {
+		f := placementServeFlags(db, k, config)
+		f.replica, f.listen, f.http, f.replicaCredFile, f.replicaCAFile = name, freeAddr(t), tlsOn, cred, caFile
+		return startServeFlags(t, f)
+	}
+	holder := replica("r1", ca.CertFile)
+	trusting, blind := replica("r2", ca.CertFile), replica("r3", "")
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}, Timeout: 30 * time.Second}
+	call := func(addr, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", "https://"+addr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer ops-token")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	status, grant := call(holder, "/v1/leases", `{"name":"shard:9","owner_id":"w","ttl_ms":60000}`)
+	if status != http.StatusCreated {
+		t.Fatalf("acquire: %d %v", status, grant)
+	}
+	batch := fmt.Sprintf(`{"owner_id":"w","token":%v,"batch_id":"b1","records":[{"value":{"type":"STRING","data":"v"}}]}`, grant["token"])
+	if status, res := call(trusting, "/v1/leases/shard:9/records", batch); status != http.StatusOK {
+		t.Fatalf("produce forwarded over HTTPS: %d %v", status, res)
+	}
+	status, res := call(blind, "/v1/leases/shard:9/records", batch)
+	if status != http.StatusMisdirectedRequest || res["holder_url"] != "https://"+holder {
+		t.Fatalf("produce at a replica that cannot verify the holder: %d %v, want 421 toward https://%s", status, res, holder)
+	}
+}
+
+// startServeFlags runs serve with f until the test ends and returns its
+// listen address.
+func startServeFlags(t *testing.T, f serveFlags) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() { done <- serve(ctx, f, discard, ready) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve %s: %v", f.replica, err)
+		}
+	})
+	select {
+	case addr := <-ready:
+		return addr
+	case err := <-done:
+		done <- nil
+		t.Fatalf("serve %s: %v", f.replica, err)
+	}
+	return ""
 }
