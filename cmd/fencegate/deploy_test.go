@@ -206,6 +206,35 @@ func composeInvocations(t *testing.T) []invocation {
 	return out
 }
 
+// k8sContainer is the part of a pod's container these tests read.
+type k8sContainer struct {
+	Name      string   `yaml:"name"`
+	Image     string   `yaml:"image"`
+	Args      []string `yaml:"args"`
+	Lifecycle struct {
+		PreStop struct {
+			Exec struct {
+				Command []string `yaml:"command"`
+			} `yaml:"exec"`
+		} `yaml:"preStop"`
+	} `yaml:"lifecycle"`
+	ReadinessProbe struct {
+		HTTPGet struct {
+			Path string `yaml:"path"`
+		} `yaml:"httpGet"`
+	} `yaml:"readinessProbe"`
+	Env []struct {
+		Name      string         `yaml:"name"`
+		Value     *string        `yaml:"value"`
+		ValueFrom map[string]any `yaml:"valueFrom"`
+	} `yaml:"env"`
+	EnvFrom []struct {
+		ConfigMapRef *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMapRef"`
+	} `yaml:"envFrom"`
+}
+
 // k8sObject is the part of a Kubernetes manifest these tests read.
 type k8sObject struct {
 	Kind     string `yaml:"kind"`
@@ -217,47 +246,56 @@ type k8sObject struct {
 	Spec       struct {
 		Template struct {
 			Spec struct {
-				TerminationGracePeriodSeconds *int64 `yaml:"terminationGracePeriodSeconds"`
-				Containers                    []struct {
-					Name      string   `yaml:"name"`
-					Image     string   `yaml:"image"`
-					Args      []string `yaml:"args"`
-					Lifecycle struct {
-						PreStop struct {
-							Exec struct {
-								Command []string `yaml:"command"`
-							} `yaml:"exec"`
-						} `yaml:"preStop"`
-					} `yaml:"lifecycle"`
-					ReadinessProbe struct {
-						HTTPGet struct {
-							Path string `yaml:"path"`
-						} `yaml:"httpGet"`
-					} `yaml:"readinessProbe"`
-					Env []struct {
-						Name      string         `yaml:"name"`
-						Value     *string        `yaml:"value"`
-						ValueFrom map[string]any `yaml:"valueFrom"`
-					} `yaml:"env"`
-					EnvFrom []struct {
-						ConfigMapRef *struct {
-							Name string `yaml:"name"`
-						} `yaml:"configMapRef"`
-					} `yaml:"envFrom"`
-				} `yaml:"containers"`
+				TerminationGracePeriodSeconds *int64         `yaml:"terminationGracePeriodSeconds"`
+				InitContainers                []k8sContainer `yaml:"initContainers"`
+				Containers                    []k8sContainer `yaml:"containers"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
 }
 
+// k8sFiles are the Kubernetes manifests: the Helm chart rendered with its
+// default values and with TLS, ServiceMonitor and NetworkPolicy on
+// (deploy/helm/rendered/, which deploy/check/render-helm.sh proves equal to
+// `helm template` in make lint), and the example Secrets. Each rendering is
+// one deployment of its own.
+func k8sFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot, "deploy/helm/rendered/*.yaml"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("deploy/helm/rendered: %v (%d files, want default.yaml and full.yaml)", err, len(files))
+	}
+	return append(files, filepath.Join(repoRoot, "deploy/helm/secret.example.yaml"))
+}
+
+// podEnvExample are the values the kubelet gives the variables the chart
+// defines from the pod's fields; $(NAME) in a later value is expanded from
+// them, as the kubelet does.
+var podEnvExample = map[string]string{"POD_NAME": "fencegate-gateway-5d8f7c9b4-x2x7q", "NAMESPACE": "fencegate"}
+
+// k8sRef is a $(NAME) reference of a container variable.
+var k8sRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// expandK8s expands v's $(NAME) references from the variables defined
+// above it; a reference to no such variable stays, as the kubelet leaves
+// it, and is reported.
+func expandK8s(v string, defined map[string]string) (string, []string) {
+	var missing []string
+	out := k8sRef.ReplaceAllStringFunc(v, func(ref string) string {
+		name := k8sRef.FindStringSubmatch(ref)[1]
+		if val, ok := defined[name]; ok {
+			return val
+		}
+		missing = append(missing, name)
+		return ref
+	})
+	return out, missing
+}
+
 func readK8s(t *testing.T) map[string][]k8sObject {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(repoRoot, "deploy/k8s/*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("deploy/k8s: %v (%d files)", err, len(files))
-	}
 	out := map[string][]k8sObject{}
-	for _, f := range files {
+	for _, f := range k8sFiles(t) {
 		fh, err := os.Open(f)
 		if err != nil {
 			t.Fatal(err)
@@ -270,52 +308,78 @@ func readK8s(t *testing.T) map[string][]k8sObject {
 			} else if err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			out[filepath.Base(f)] = append(out[filepath.Base(f)], o)
+			if o.Kind != "" {
+				out[filepath.Base(f)] = append(out[filepath.Base(f)], o)
+			}
 		}
 		_ = fh.Close()
 	}
 	return out
 }
 
-func k8sInvocations(t *testing.T) []invocation {
-	objs := readK8s(t)
-	configMaps := map[string]map[string]string{}
-	for _, list := range objs {
-		for _, o := range list {
-			if o.Kind == "ConfigMap" {
-				configMaps[o.Metadata.Name] = o.Data
-			}
+// k8sEnv is what container c of a rendering sees: its config maps' data,
+// then its env in order, $(NAME) expanded as the kubelet does. A value
+// from a Secret is secretValue; one from the pod's fields is
+// podEnvExample's.
+func k8sEnv(t *testing.T, where string, c k8sContainer, configMaps map[string]map[string]string) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for _, ef := range c.EnvFrom {
+		if ef.ConfigMapRef == nil {
+			continue
+		}
+		cm, ok := configMaps[ef.ConfigMapRef.Name]
+		if !ok {
+			t.Errorf("%s: envFrom config map %q is not in the rendering", where, ef.ConfigMapRef.Name)
+		}
+		for k, v := range cm {
+			env[k] = v
 		}
 	}
+	for _, e := range c.Env {
+		switch {
+		case e.Value != nil:
+			v, missing := expandK8s(*e.Value, env)
+			for _, m := range missing {
+				t.Errorf("%s: %s names $(%s), which no variable above it defines (the kubelet would leave it as it is)", where, e.Name, m)
+			}
+			env[e.Name] = v
+		case e.ValueFrom["fieldRef"] != nil:
+			v, ok := podEnvExample[e.Name]
+			if !ok {
+				t.Errorf("%s: %s from a pod field has no example value in podEnvExample", where, e.Name)
+			}
+			env[e.Name] = v
+		case e.ValueFrom != nil:
+			env[e.Name] = secretValue
+		}
+	}
+	return env
+}
+
+// k8sConfigMaps are the data of a rendering's ConfigMaps, by name.
+func k8sConfigMaps(list []k8sObject) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, o := range list {
+		if o.Kind == "ConfigMap" {
+			out[o.Metadata.Name] = o.Data
+		}
+	}
+	return out
+}
+
+func k8sInvocations(t *testing.T) []invocation {
 	var out []invocation
-	for file, list := range objs {
+	for file, list := range readK8s(t) {
+		configMaps := k8sConfigMaps(list)
 		for _, o := range list {
-			for _, c := range o.Spec.Template.Spec.Containers {
+			pod := o.Spec.Template.Spec
+			for _, c := range append(append([]k8sContainer{}, pod.InitContainers...), pod.Containers...) {
 				if !strings.HasPrefix(c.Image, "fencegate:") {
 					continue
 				}
-				env := map[string]string{}
-				for _, ef := range c.EnvFrom {
-					if ef.ConfigMapRef == nil {
-						continue
-					}
-					cm, ok := configMaps[ef.ConfigMapRef.Name]
-					if !ok {
-						t.Errorf("%s %s: envFrom config map %q is not in deploy/k8s", file, o.Metadata.Name, ef.ConfigMapRef.Name)
-					}
-					for k, v := range cm {
-						env[k] = v
-					}
-				}
-				for _, e := range c.Env {
-					switch {
-					case e.Value != nil:
-						env[e.Name] = *e.Value
-					case e.ValueFrom != nil:
-						env[e.Name] = secretValue
-					}
-				}
 				where := file + " " + o.Kind + "/" + o.Metadata.Name + " container " + c.Name
+				env := k8sEnv(t, where, c, configMaps)
 				grace := k8sDefaultGrace
 				if g := o.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
 					grace = time.Duration(*g) * time.Second
@@ -769,5 +833,51 @@ func TestMaterializerGrantsCoverItsQueries(t *testing.T) {
 		if !strings.Contains(string(compose), s) {
 			t.Errorf("compose's grants service does not run %q", s)
 		}
+	}
+}
+
+// TestDeployK8sMigratesFirstAndForwards: in every rendering of the Helm
+// chart, each gateway and materializer pod runs `fencegate migrate` as an
+// init container, so no component serves on a schema older than its
+// binary (and no Job races the pods); and each gateway forwards to the
+// holder under the replicas' credential, verifying the other replicas
+// against a CA file where it serves HTTPS, so that workers need only the
+// Service address.
+func TestDeployK8sMigratesFirstAndForwards(t *testing.T) {
+	gateways := 0
+	for file, list := range readK8s(t) {
+		configMaps := k8sConfigMaps(list)
+		for _, o := range list {
+			pod := o.Spec.Template.Spec
+			if o.Kind == "Job" {
+				t.Errorf("%s: Job/%s: migrations run in the pods' init containers, not in a Job racing them", file, o.Metadata.Name)
+			}
+			if o.Kind != "Deployment" {
+				continue
+			}
+			migrates := false
+			for _, c := range pod.InitContainers {
+				migrates = migrates || len(c.Args) > 0 && c.Args[0] == "migrate"
+			}
+			if !migrates {
+				t.Errorf("%s: Deployment/%s has no `fencegate migrate` init container", file, o.Metadata.Name)
+			}
+			for _, c := range pod.Containers {
+				if len(c.Args) == 0 || c.Args[0] != "serve" {
+					continue
+				}
+				gateways++
+				env := k8sEnv(t, file, c, configMaps)
+				if env["FENCEGATE_REPLICA_CREDENTIAL_FILE"] == "" {
+					t.Errorf("%s: Deployment/%s: no FENCEGATE_REPLICA_CREDENTIAL_FILE: replicas answer 421 with a pod name workers outside the cluster cannot reach", file, o.Metadata.Name)
+				}
+				if env["FENCEGATE_TLS_CERT"] != "" && env["FENCEGATE_REPLICA_CA_FILE"] == "" {
+					t.Errorf("%s: Deployment/%s serves HTTPS but names no FENCEGATE_REPLICA_CA_FILE for the other replicas' certificates", file, o.Metadata.Name)
+				}
+			}
+		}
+	}
+	if gateways < 2 {
+		t.Errorf("%d gateways in the chart's renderings, want one in each", gateways)
 	}
 }

@@ -296,7 +296,7 @@ func (f *commonFlags) barrierKeys(log *slog.Logger) ([]byte, [][]byte, error) {
 }
 
 // placeholderPrefix starts every placeholder of the deployment examples
-// (deploy/k8s/secret.example.yaml: REPLACE-with-openssl-rand-hex-32).
+// (deploy/helm/secret.example.yaml: REPLACE-with-openssl-rand-hex-32).
 const placeholderPrefix = "REPLACE"
 
 // refusePublicKey refuses a barrier key that is public: anyone holding it

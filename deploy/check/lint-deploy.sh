@@ -17,15 +17,23 @@
 #             `systemd-analyze security --offline` (exposure <= 2.0) on the
 #             units, with ExecStart pointed at a stub: the binary's own
 #             flags are TestDeploy's business.
-#   k8s       the manifests against the Kubernetes OpenAPI schemas
-#             (deploy/check/k8s.mjs, offline), and every file a FENCEGATE_*
-#             variable names is in a mounted volume, from a key the Secret
-#             example or a ConfigMap holds, readable by the pod's user.
+#   k8s       the Helm chart: `helm lint` and `helm template` with the
+#             real helm (deploy/check/render-helm.sh check: the defaults and
+#             TLS+ServiceMonitor+NetworkPolicy values, equal to the committed
+#             renderings in deploy/helm/rendered/), then those renderings
+#             against the Kubernetes OpenAPI schemas (deploy/check/k8s.mjs,
+#             offline): every file a FENCEGATE_* variable names is in a
+#             mounted volume, from a key the example Secrets or a ConfigMap
+#             hold, readable by the pod's user; every pod non-root,
+#             read-only root, no capabilities, with requests; the gateways
+#             under a PDB and spread over nodes; the replicas' headless
+#             Service, advertised names, certificate names, ServiceMonitors
+#             and NetworkPolicies fit together.
 #   shell     shellcheck on the deploy scripts.
 #   go        go test ./cmd/fencegate -run TestDeploy (flags and FENCEGATE_*
 #             variables, CLUSTER_ID, shipped configs, SASL only over TLS,
 #             secrets as files, credentials of the units, stop grace
-#             periods above the drain).
+#             periods above the drain; on the chart's renderings).
 # Not run here: docker build, docker compose up, kubectl apply, systemctl
 # start. See the README.
 set -euo pipefail
@@ -54,7 +62,7 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 
 # --- shell
-shellcheck deploy/compose/*.sh deploy/check/lint-deploy.sh deploy/check/vulncheck.sh
+shellcheck deploy/compose/*.sh deploy/check/lint-deploy.sh deploy/check/vulncheck.sh deploy/check/render-helm.sh
 log "shell: shellcheck clean"
 
 # --- compose
@@ -123,8 +131,10 @@ done
 log "systemd: systemd-analyze verify clean"
 
 # --- k8s
-node deploy/check/k8s.mjs deploy/k8s >/dev/null
-log "k8s: $(node deploy/check/k8s.mjs deploy/k8s | tail -1)"
+deploy/check/render-helm.sh check
+k8s=(deploy/helm/secret.example.yaml deploy/helm/rendered/*.yaml)
+node deploy/check/k8s.mjs "${k8s[@]}" >/dev/null
+log "k8s: $(node deploy/check/k8s.mjs "${k8s[@]}" | tail -1)"
 
 # --- go
 go test -count=1 ./cmd/fencegate -run TestDeploy
