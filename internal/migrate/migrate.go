@@ -69,7 +69,17 @@ func (l Line) Apply(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
     version    integer     PRIMARY KEY,
     name       text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`
-	if _, err := pool.Exec(ctx, create); err != nil {
+	// Under the line's lock: concurrent CREATE TABLE IF NOT EXISTS
+	// collide on pg_type's unique index (replicas or init containers
+	// migrating an empty database at once).
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, l.LockID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, create)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", l.Table, err)
 	}
 	var applied []int

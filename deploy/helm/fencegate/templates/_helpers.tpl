@@ -89,13 +89,9 @@ internal/migrate applies each migration in its own transaction that first
 takes the line's transaction-scoped advisory lock
 (pg_advisory_xact_lock(LockID)) and then skips a version already recorded,
 so a second pod waits for the first and finds nothing left to do
-(measured: three concurrent runs with the record tables present applied
-each migration once between them). One step is outside that lock: CREATE
-TABLE IF NOT EXISTS of each line's record table. On an empty database,
-pods that start together collide there (measured: of three concurrent
-runs, two failed with a unique violation on pg_type, six times out of
-six); their init containers fail, the kubelet runs them again after its
-backoff (10 s), and they find the table. Only the first install sees it. An upgrade's new pods migrate before they serve; old pods keep
+(TestConcurrentApplyOnAnEmptyDatabase: four concurrent runs on an empty
+database apply each migration once between them; the record table is
+created under the same lock). An upgrade's new pods migrate before they serve; old pods keep
 serving on the schema they know (migrations only add). The owner role's
 URL reaches the init container only, never the long-running container.
 */}}
