@@ -173,7 +173,9 @@ func TestFM62_ResetsAndSlowLinkStayTruthful(t *testing.T) {
 	r := b.newReplica(nil)
 	w := &faultedWorker{t: t, b: b, r: r, name: "shard:62", log: &ackLog{}}
 	w.token = r.mustAcquire(t, w.name, "w1", 30*time.Second)
-	slow := links.Each(func(l *netfault.Link) func() { return l.Latency(netfault.Both, 50*time.Millisecond, 25*time.Millisecond) })
+	slow := links.Each(func(l *netfault.Link) func() {
+		return l.Latency(netfault.Both, 50*time.Millisecond, 25*time.Millisecond)
+	})
 	defer slow()
 	for i := range 12 {
 		if i%3 == 1 {
