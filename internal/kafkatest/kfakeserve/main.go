@@ -14,7 +14,9 @@
 // prefix), the principal "worker" nothing. Passwords are random, written
 // to files beside the CA; the file --env names holds the
 // FENCEGATE_TEST_KAFKA_* settings of the cluster. It serves until
-// SIGINT or SIGTERM.
+// SIGINT or SIGTERM. With --data-dir it persists to that directory with
+// every write synced, and a restart on the same directory (after SIGKILL
+// too) serves what it had acknowledged (kafkatest.StartProcess).
 package main
 
 import (
@@ -44,13 +46,14 @@ func main() {
 	prefix := flag.String("topic-prefix", kafkatest.DefaultTopicPrefix, "the prefix the gateway principal's ACLs cover")
 	dir := flag.String("dir", "", "where CA and password files go (default: a new temporary directory)")
 	env := flag.String("env", "", "write the FENCEGATE_TEST_KAFKA_* settings of the cluster to this file")
+	dataDir := flag.String("data-dir", "", "persist the cluster's state and log here, every write synced (kfake DataDir and SyncWrites), so that a restart after SIGKILL finds what was acknowledged")
 	flag.Parse()
-	if err := run(*listen, *saslSSL, *prefix, *dir, *env); err != nil {
+	if err := run(*listen, *saslSSL, *prefix, *dir, *env, *dataDir); err != nil {
 		log.Fatalf("kfakeserve: %v", err)
 	}
 }
 
-func run(listen string, saslSSL bool, prefix, dir, envFile string) error {
+func run(listen string, saslSSL bool, prefix, dir, envFile, dataDir string) error {
 	host, portS, err := net.SplitHostPort(listen)
 	if err != nil {
 		return err
@@ -69,6 +72,9 @@ func run(listen string, saslSSL bool, prefix, dir, envFile string) error {
 	}
 	vars := []string{kafkatest.EnvBrokers + "=" + listen, kafkatest.EnvTopicPrefix + "=" + prefix}
 	opts := []kfake.Opt{kfake.Ports(port)}
+	if dataDir != "" {
+		opts = append(opts, kfake.DataDir(dataDir), kfake.SyncWrites())
+	}
 	if saslSSL {
 		ca, err := kafkatest.NewCAIn(dir, "kfakeserve")
 		if err != nil {
