@@ -42,7 +42,12 @@ type testBundle struct {
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
-	k := kafkatest.Start(t, topic, partitions)
+	return setupOn(t, kafkatest.Start(t, topic, partitions))
+}
+
+// setupOn is setup on the cluster k (one behind fault proxies).
+func setupOn(t testing.TB, k *kafkatest.Cluster) *testBundle {
+	t.Helper()
 	router, err := txnmap.NewRouter(k.RouterPrefix("test"), []txnmap.Route{{Pattern: "shard:*", Topic: k.Topic, Partitions: partitions}})
 	if err != nil {
 		t.Fatal(err)
