@@ -52,7 +52,9 @@ func TestFM67_MaterializerLinksCutAndHealed(t *testing.T) {
 	last := b.workload()
 	faults := []func() func(){
 		func() func() { return pg.Blackhole(netfault.Both) },
-		func() func() { return brokers.Each(func(l *netfault.Link) func() { return l.Blackhole(netfault.Both) }) },
+		func() func() {
+			return brokers.Each(func(l *netfault.Link) func() { return l.Blackhole(netfault.Both) })
+		},
 		func() func() { return pg.Reset() },
 		func() func() { return pg.Blackhole(netfault.Downstream) },
 	}
