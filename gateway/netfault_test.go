@@ -22,38 +22,43 @@ import (
 
 // answer is what a worker was told about one batch of one generation.
 type answer struct {
-	batch  string
-	token  int64
-	status int
-	code   string
+	batch   string
+	token   int64
+	status  int
+	code    string
+	offsets []int64 // a 200's
 }
 
-// truthful fails t for every answer the log contradicts: a 200 whose
-// batch is not committed under its token, a definite refusal whose batch
-// is (client.ProduceOutcome is the answer table). It returns the answers
-// by kind, for the test's log.
-func truthful(t *testing.T, recs []verify.Record, answers []answer) map[client.Outcome]int {
+// truthful fails t for every finding of the history checker
+// (verify.CheckHistory) on the lease's partition: a 200 whose batch is not
+// committed at its offsets, a definite refusal whose batch is (the answer
+// table, client.ProduceOutcome), an aborted read, a duplicate within one
+// generation, a delayed commit. It logs the history's summary and returns
+// the answers by kind.
+func (b *testBundle) truthful(t *testing.T, name string, read []verify.Record, answers []answer) map[client.Outcome]int {
 	t.Helper()
-	in := map[answer]bool{}
-	for _, r := range recs {
-		if !r.Barrier && !r.Checkpoint {
-			in[answer{batch: r.Batch, token: r.Token}] = true
-		}
+	log, err := verify.ReadLog(b.kafka.Conn, b.kafka.Topic, b.partitionOf(name), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
 	kinds := map[client.Outcome]int{}
+	var ops []verify.Op
 	for _, a := range answers {
 		kind := client.ProduceOutcome(a.status, a.code)
 		kinds[kind]++
-		committed := in[answer{batch: a.batch, token: a.token}]
-		switch {
-		case kind == client.OutcomeCommitted && !committed:
-			t.Errorf("batch %s of token %d answered 200 and is not in the log", a.batch, a.token)
-		case kind == client.OutcomeRefused && committed:
-			t.Errorf("batch %s of token %d answered %d %s (a definite refusal) and is committed", a.batch, a.token, a.status, a.code)
-		}
+		ops = append(ops, verify.Op{Lease: name, Token: a.token, BatchID: a.batch, Answer: historyAnswer[kind], Offsets: a.offsets})
 	}
+	h := verify.CheckHistory(log, read, ops)
+	for _, v := range h.Violations() {
+		t.Errorf("history: %v", v)
+	}
+	t.Logf("history: %s", h)
 	return kinds
 }
+
+// historyAnswer maps the SDK's answer table onto the history checker's.
+var historyAnswer = map[client.Outcome]verify.Answer{client.OutcomeCommitted: verify.AnswerCommitted,
+	client.OutcomeRefused: verify.AnswerRefused, client.OutcomeUnknown: verify.AnswerUnknown}
 
 // faultedWorker writes batches to one lease through r the way the answer
 // table says: the same batch id after an unknown outcome, a new generation
@@ -73,14 +78,19 @@ type faultedWorker struct {
 func (w *faultedWorker) write(batch string) bool {
 	for range 20 {
 		rep := w.r.produce(w.t, w.name, "w1", w.token, batch, 2)
-		w.answers = append(w.answers, answer{batch: batch, token: w.token, status: rep.status, code: rep.code()})
+		a := answer{batch: batch, token: w.token, status: rep.status, code: rep.code()}
 		switch {
 		case rep.status == http.StatusOK:
 			w.b.mustProduceReplied(w.t, w.log, w.name, w.token, batch, rep)
+			a.offsets = w.log.acked[len(w.log.acked)-1].Offsets
+			w.answers = append(w.answers, a)
 			return true
-		case rep.code() == "generation_ended" || rep.code() == "not_holder":
+		}
+		w.answers = append(w.answers, a)
+		switch rep.code() {
+		case "generation_ended", "not_holder":
 			w.regenerate()
-		case rep.code() == "lease_lost" || rep.code() == "fenced":
+		case "lease_lost", "fenced":
 			return false
 		}
 	}
@@ -151,7 +161,7 @@ func TestFM60_BrokerPartitionedAtCommit(t *testing.T) {
 	w.regenerate()
 	w.write("b1")
 	w.write("b2")
-	truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+	b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
 }
 
 // TestFM61_BrokerRepliesLostAtCommit: the link is half-open, requests
@@ -168,7 +178,7 @@ func TestFM61_BrokerRepliesLostAtCommit(t *testing.T) {
 	w.regenerate()
 	w.write("b1")
 	recs := b.checkInvariants(t, w.name, w.log)
-	truthful(t, recs, w.answers)
+	b.truthful(t, w.name, recs, w.answers)
 	t.Logf("batch b1 of the lost reply in the log: %v", batchRecords(recs, "b1") > 2)
 }
 
@@ -196,7 +206,7 @@ func TestFM62_ResetsAndSlowLinkStayTruthful(t *testing.T) {
 		}
 	}
 	slow()
-	kinds := truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+	kinds := b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
 	t.Logf("answers: %d committed, %d unknown, %d definite refusals", kinds[client.OutcomeCommitted], kinds[client.OutcomeUnknown], kinds[client.OutcomeRefused])
 }
 
@@ -251,7 +261,7 @@ func TestFM63_PostgresPartitionFailsClosedInTime(t *testing.T) {
 		return rep.status == http.StatusCreated, string(rep.raw)
 	})
 	recs := b.checkInvariants(t, w.name, w.log)
-	truthful(t, recs, w.answers)
+	b.truthful(t, w.name, recs, w.answers)
 	if n := batchRecords(recs, "after"); n != 0 {
 		t.Fatalf("%d records of the batch sent past the local deadline are in the log", n)
 	}
@@ -301,7 +311,7 @@ func TestFM64_BrokerErrorsStayTruthful(t *testing.T) {
 			if h.Hits() == 0 {
 				t.Fatalf("the fault never matched a request")
 			}
-			kinds := truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+			kinds := b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
 			t.Logf("%d faulted requests; answers: %d committed, %d unknown, %d definite", h.Hits(),
 				kinds[client.OutcomeCommitted], kinds[client.OutcomeUnknown], kinds[client.OutcomeRefused])
 		})
@@ -357,7 +367,7 @@ func TestFM65_LeadersAndCoordinatorsMoveUnderLoad(t *testing.T) {
 	close(stop)
 	t.Logf("%d rounds of moves", <-moved)
 	for _, w := range ws {
-		truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+		b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
 	}
 }
 
@@ -397,7 +407,7 @@ func TestFM66_BrokerRestartedMidTransaction(t *testing.T) {
 	w.regenerate()
 	w.write("b2")
 	w.write("b3")
-	truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+	b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
 }
 
 // TestFM66_BrokerKilledBetweenBatches: the broker is killed with SIGKILL
@@ -422,7 +432,7 @@ func TestFM66_BrokerKilledBetweenBatches(t *testing.T) {
 	}
 	w.write("b2")
 	w.write("b3")
-	truthful(t, b.checkInvariants(t, w.name, w.log), w.answers)
+	b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
 }
 
 // brokerProcess is a bundle whose broker is a persisting process.

@@ -1,0 +1,206 @@
+package verify
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Answer is what one produce attempt was told, in the three kinds of the
+// answer table (docs/api.md).
+type Answer int
+
+// The kinds of answer.
+const (
+	// AnswerUnknown: the batch may or may not be committed.
+	AnswerUnknown Answer = iota
+	// AnswerCommitted: 200, at Op.Offsets.
+	AnswerCommitted
+	// AnswerRefused: a definite refusal; nothing of the batch is or will
+	// be committed.
+	AnswerRefused
+)
+
+// Op is one produce attempt of a worker and its answer: the history's
+// input, one per attempt, retries included.
+type Op struct {
+	Lease   string
+	Token   int64
+	BatchID string
+	Answer  Answer
+	// Offsets are the batch's offsets when it was answered committed.
+	Offsets []int64
+}
+
+// History is what CheckHistory found on one partition, in the spirit of
+// Jepsen's Kafka workload: every answer and every read checked against
+// the partition's whole log.
+type History struct {
+	Ops, Committed, Refused, Unknown int
+	// UnknownLanded counts unknown outcomes whose batch is committed
+	// under the token it was sent with (they were commits).
+	UnknownLanded int
+	// AbortedReads are offsets a read_committed reader was given whose
+	// transaction did not commit (aborted, or never ended).
+	AbortedReads []int64
+	// LostWrites are batches answered committed that are not at their
+	// offsets at or below the highest offset read.
+	LostWrites []Op
+	// RefusedCommitted are batches answered with a definite refusal that
+	// are committed under the token they were sent with.
+	RefusedCommitted []Op
+	// Duplicates are data records (lease, token, batch, seq) committed
+	// more than once: one generation committed one batch twice.
+	Duplicates []string
+	// Retried counts records (lease, owner, batch, seq) committed under
+	// more than one token: a batch retried by a new generation after an
+	// unknown outcome. Allowed; the ledger keeps each once.
+	Retried int
+	// DelayedCommits are the commit-order violations (CommitOrder): a
+	// transaction whose commit landed after a later generation's
+	// barrier, and the other I2 breaches only the markers show.
+	DelayedCommits []Violation
+}
+
+// CheckHistory checks the answers ops against log (ReadLog: every record
+// and marker) and read (ReadPartition: what a read_committed reader was
+// given).
+func CheckHistory(log []LogRecord, read []Record, ops []Op) History {
+	h := History{Ops: len(ops), DelayedCommits: CommitOrder(log)}
+	committed, _ := transactions(log)
+	inTxn := map[int64]bool{}
+	landed := map[string]int{} // lease/token/batch/seq -> times committed
+	tokens := map[string]map[int64]bool{}
+	for _, t := range committed {
+		for _, r := range t.records {
+			inTxn[r.Offset] = true
+			if r.Barrier || r.Checkpoint || r.Lease == "" {
+				continue
+			}
+			landed[recordKey(r.Lease, r.Token, r.Batch, r.Seq)]++
+			k := fmt.Sprintf("%s/%s/%s/%d", r.Lease, r.Owner, r.Batch, r.Seq)
+			if tokens[k] == nil {
+				tokens[k] = map[int64]bool{}
+			}
+			tokens[k][r.Token] = true
+		}
+	}
+	h.AbortedReads = abortedReads(read, inTxn)
+	h.Duplicates = duplicates(landed)
+	for _, ts := range tokens {
+		if len(ts) > 1 {
+			h.Retried++
+		}
+	}
+	h.judge(ops, read, landed)
+	return h
+}
+
+// judge counts the answers and checks each against what landed.
+func (h *History) judge(ops []Op, read []Record, landed map[string]int) {
+	byOffset := make(map[int64]Record, len(read))
+	high := int64(-1)
+	for _, r := range read {
+		byOffset[r.Offset] = r
+		high = max(high, r.Offset)
+	}
+	for _, op := range ops {
+		in := landed[recordKey(op.Lease, op.Token, op.BatchID, 0)] > 0
+		switch op.Answer {
+		case AnswerCommitted:
+			h.Committed++
+			if lost(op, byOffset, high) {
+				h.LostWrites = append(h.LostWrites, op)
+			}
+		case AnswerRefused:
+			h.Refused++
+			if in {
+				h.RefusedCommitted = append(h.RefusedCommitted, op)
+			}
+		default:
+			h.Unknown++
+			if in {
+				h.UnknownLanded++
+			}
+		}
+	}
+}
+
+// lost reports whether a batch answered committed is missing from the
+// records read at any of its offsets at or below high.
+func lost(op Op, byOffset map[int64]Record, high int64) bool {
+	for seq, off := range op.Offsets {
+		if off > high {
+			continue
+		}
+		r, ok := byOffset[off]
+		if !ok || r.Barrier || r.Lease != op.Lease || r.Token != op.Token || r.Batch != op.BatchID || r.Seq != seq {
+			return true
+		}
+	}
+	return false
+}
+
+func recordKey(lease string, token int64, batch string, seq int) string {
+	return fmt.Sprintf("%s/%d/%s/%d", lease, token, batch, seq)
+}
+
+// abortedReads are the offsets read whose transaction did not commit.
+func abortedReads(read []Record, inTxn map[int64]bool) []int64 {
+	var out []int64
+	for _, r := range read {
+		if !inTxn[r.Offset] {
+			out = append(out, r.Offset)
+		}
+	}
+	return out
+}
+
+// duplicates are the records committed more than once, sorted.
+func duplicates(landed map[string]int) []string {
+	var out []string
+	for k, n := range landed {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s x%d", k, n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Violations are the findings that break the answer contract or an
+// invariant: aborted reads, lost writes, definite refusals committed,
+// duplicates under one token, delayed commits. Retries and unknown
+// outcomes that landed are not violations.
+func (h History) Violations() []Violation {
+	var out []Violation
+	for _, off := range h.AbortedReads {
+		out = append(out, Violation{"history", off, "read_committed returned a record of a transaction that did not commit"})
+	}
+	for _, op := range h.LostWrites {
+		out = append(out, Violation{"history", first(op.Offsets), fmt.Sprintf("lost write: %s batch %s (token %d) answered committed, not in the log", op.Lease, op.BatchID, op.Token)})
+	}
+	for _, op := range h.RefusedCommitted {
+		out = append(out, Violation{"history", -1, fmt.Sprintf("%s batch %s (token %d) answered a definite refusal and is committed", op.Lease, op.BatchID, op.Token)})
+	}
+	for _, d := range h.Duplicates {
+		out = append(out, Violation{"history", -1, "committed more than once by one generation: " + d})
+	}
+	return append(out, h.DelayedCommits...)
+}
+
+func first(offs []int64) int64 {
+	if len(offs) == 0 {
+		return -1
+	}
+	return offs[0]
+}
+
+// String is the history's one-line summary.
+func (h History) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d answers (%d committed, %d refused, %d unknown, %d of them landed); ", h.Ops, h.Committed, h.Refused, h.Unknown, h.UnknownLanded)
+	fmt.Fprintf(&b, "aborted reads %d, lost writes %d, definite refusals committed %d, duplicates %d, delayed commits %d; retried under a new generation %d",
+		len(h.AbortedReads), len(h.LostWrites), len(h.RefusedCommitted), len(h.Duplicates), len(h.DelayedCommits), h.Retried)
+	return b.String()
+}
