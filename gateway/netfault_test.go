@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -441,4 +442,45 @@ func brokerProcess(t *testing.T) (*testBundle, *kafkatest.Process) {
 	p := kafkatest.StartProcess(t, topic, partitions)
 	b.useKafka(p.Cluster)
 	return b, p
+}
+
+// TestFM68_NetworkFaultsLeakNothing: after the broker's link was
+// partitioned at a commit, reset, slowed, and the lease store's link
+// partitioned, and the worker went on, the process runs as many
+// librdkafka threads, goroutines and open files as before the faults (a
+// producer, a connection or a goroutine left behind by a fault shows).
+func TestFM68_NetworkFaultsLeakNothing(t *testing.T) {
+	// Not parallel: it counts the whole process's threads and files.
+	b, links := proxiedBroker(t)
+	store, pg := proxiedStore(t, b)
+	r := b.newReplicaOn(store, nil)
+	w := &faultedWorker{t: t, b: b, r: r, name: "shard:68", log: &ackLog{}}
+	w.token = r.mustAcquire(t, w.name, "w1", 30*time.Second)
+	w.write("warm")
+	r.g.Idle()
+	baseThreads, baseFDs := procCounts(t)
+	baseGoroutines := runtime.NumGoroutine()
+	for i, fault := range []func() func(){
+		func() func() { return links.Each(func(l *netfault.Link) func() { return l.Blackhole(netfault.Both) }) },
+		func() func() { return links.Each(func(l *netfault.Link) func() { return l.Reset() }) },
+		func() func() { return links.Each(func(l *netfault.Link) func() { return l.Latency(netfault.Both, 100*time.Millisecond, 0) }) },
+		func() func() { return pg.Blackhole(netfault.Both) },
+	} {
+		undo := fault()
+		rep := r.produce(t, w.name, "w1", w.token, fmt.Sprintf("f%d", i), 1)
+		w.answers = append(w.answers, answer{batch: fmt.Sprintf("f%d", i), token: w.token, status: rep.status, code: rep.code()})
+		undo()
+		if rep.code() == "generation_ended" || rep.code() == "not_holder" {
+			w.regenerate()
+		}
+		w.write(fmt.Sprintf("after%d", i))
+	}
+	eventually(t, 60*time.Second, func() (bool, string) {
+		r.g.Idle()
+		threads, fds := procCounts(t)
+		gs := runtime.NumGoroutine()
+		return threads <= baseThreads && fds <= baseFDs+2 && gs <= baseGoroutines+5,
+			fmt.Sprintf("librdkafka threads %d (before %d), fds %d (before %d), goroutines %d (before %d)", threads, baseThreads, fds, baseFDs, gs, baseGoroutines)
+	})
+	b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
 }
