@@ -463,7 +463,9 @@ func TestFM68_NetworkFaultsLeakNothing(t *testing.T) {
 	for i, fault := range []func() func(){
 		func() func() { return links.Each(func(l *netfault.Link) func() { return l.Blackhole(netfault.Both) }) },
 		func() func() { return links.Each(func(l *netfault.Link) func() { return l.Reset() }) },
-		func() func() { return links.Each(func(l *netfault.Link) func() { return l.Latency(netfault.Both, 100*time.Millisecond, 0) }) },
+		func() func() {
+			return links.Each(func(l *netfault.Link) func() { return l.Latency(netfault.Both, 100*time.Millisecond, 0) })
+		},
 		func() func() { return pg.Blackhole(netfault.Both) },
 	} {
 		undo := fault()
