@@ -108,8 +108,6 @@ type forwarder struct {
 	answerIn time.Duration
 	dur      metric.Float64Histogram
 	holders  *holderCache
-	// sent counts requests forwarded (tests).
-	sent atomic.Int64
 }
 
 func (f *Forwarding) fill() error {
@@ -217,10 +215,11 @@ func (s *Server) forwardAfter(c echo.Context, name string, body []byte, err erro
 	return s.forward(c, name, e, bytes.NewReader(body))
 }
 
-// forward sends the request for lease name to the holder to names and writes its answer.
-// Nothing sent (the holder not reached within the connect bound): to
-// itself, 421 as without forwarding. Sent and not answered: 502
-// forward_failed, outcome unknown.
+// forward sends the request for lease name to the holder that to (a
+// misdirected answer) names, and writes the holder's answer. Nothing sent
+// (the holder not reached within the connect bound): to itself, 421 as
+// without forwarding. Sent and not answered: 502 forward_failed, outcome
+// unknown.
 func (s *Server) forward(c echo.Context, name string, to *Error, body io.Reader) error {
 	start := time.Now()
 	res, sent, err := s.fwd.send(c, to.HolderURL, body)
@@ -270,7 +269,6 @@ func (f *forwarder) send(c echo.Context, base string, body io.Reader) (res *http
 	out.Header.Set("Authorization", f.header)
 	out.Header.Set(headerForwardedBy, f.replica)
 	out.Header.Set(headerForwardedClient, client(c).Name)
-	f.sent.Add(1)
 	res, err = f.client.Do(out)
 	if err != nil {
 		cancel()
