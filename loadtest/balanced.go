@@ -33,6 +33,9 @@ type fault struct {
 // balancedStats are a balanced run's own counts: the faults, what the
 // SDK failed back to workers, and the replicas' restarts.
 type balancedStats struct {
+	// serial makes the replica faults strike one at a time: a kill never
+	// lands on a replica a rolling restart is draining.
+	serial  sync.Mutex
 	kills   atomic.Int64
 	mu      sync.Mutex
 	faults  []fault
@@ -85,6 +88,11 @@ func (r *runner) faultWindow(ctx context.Context) (context.Context, context.Canc
 // killReplica is the replica-kill fault: SIGKILL to the next replica in
 // turn, started again at once on the same port under the same name.
 func (r *runner) killReplica(ctx context.Context) {
+	r.bal.serial.Lock()
+	defer r.bal.serial.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
 	n := r.bal.kills.Add(1)
 	c := r.stack.Children()[int(n-1)%len(r.stack.Children())]
 	start := time.Now()
@@ -95,12 +103,17 @@ func (r *runner) killReplica(ctx context.Context) {
 
 // rollingRestart restarts every replica in turn: SIGTERM, its drain and
 // exit, started again and ready (and back in the balancer's rotation),
-// then the next.
+// then the next. Once begun it restarts all of them, even past the end of
+// the fault window (ctx): a rolling restart left half-way is another
+// fault.
 func (r *runner) rollingRestart(ctx context.Context) {
+	r.bal.serial.Lock()
+	defer r.bal.serial.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
 	for _, c := range r.stack.Children() {
-		if ctx.Err() != nil {
-			return
-		}
 		start := time.Now()
 		r.bal.struck(faultRestart, c.Replica())
 		c.DrainAndRestart(ctx, time.Minute)

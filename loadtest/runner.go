@@ -174,7 +174,13 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
 	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.HoldNextEndTxn(stack.CommitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
-	r.every(fctx, &faults, r.sc.FreezeReplicaEvery, func() { r.freezeReplica(fctx) })
+	// Behind a balancer the freezes end before the run, as the other
+	// replica faults do, so that every lease's re-serve gap is measured.
+	freezeCtx := pctx
+	if r.balanced() {
+		freezeCtx = fctx
+	}
+	r.every(freezeCtx, &faults, r.sc.FreezeReplicaEvery, func() { r.freezeReplica(freezeCtx) })
 	r.every(fctx, &faults, r.sc.KillReplicaEvery, func() { r.killReplica(fctx) })
 	if r.sc.RollingRestart {
 		faults.Add(1)
@@ -264,6 +270,11 @@ func (r *runner) client(url string, api int) *client {
 // handover slowed down by load must not turn the round into a plain
 // pause that the local deadline alone refuses.
 func (r *runner) freezeReplica(ctx context.Context) {
+	r.bal.serial.Lock()
+	defer r.bal.serial.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
 	n := r.st.replicaFreezes.Add(1)
 	i := int(n-1) % len(r.stack.Children())
 	c := r.stack.Children()[i]
