@@ -53,7 +53,9 @@
 //     "ask for a new generation with the current token" (a renewal that
 //     gets them renews that way and Lost stays open); misdirected (421)
 //     means resend to holder_url; batch_aborted, too_many_requests (after
-//     Retry-After), 5xx and transport errors mean retry with backoff; the
+//     Retry-After), 5xx (forward_failed included: a replica forwarded the
+//     request to the holder and got no answer) and transport errors mean
+//     retry with backoff; the
 //     other 4xx are returned to the caller. A lease_lost or fenced answer to
 //     a token the SDK itself already replaced by a new generation is not a
 //     loss: the request is sent again under the current token; such an

@@ -40,6 +40,9 @@ const (
 	// CodeLedgerBehind: a checkpoint read waited and the ledger had not
 	// applied the caller's barrier yet; nothing changed, retry.
 	CodeLedgerBehind = "ledger_behind"
+	// CodeForwardFailed: the replica asked forwarded the request to the
+	// lease's holder, which did not answer; the outcome is unknown, retry.
+	CodeForwardFailed = "forward_failed"
 )
 
 // Sentinel errors. A lost lease's error (Lease.Err, and what Produce
@@ -183,6 +186,7 @@ var reactions = map[string]reaction{
 	CodeDirectClientGated:  refuse,
 	CodeRolloutStepRefused: refuse,
 	CodeLedgerBehind:       retry,
+	CodeForwardFailed:      retry,
 }
 
 // reactionTo classifies err, the error of one request. Transport errors

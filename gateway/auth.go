@@ -125,6 +125,16 @@ func (a *Authenticator) DirectClients() []string {
 	return out
 }
 
+// byName returns the client named name, or nil.
+func (a *Authenticator) byName(name string) *Client {
+	for i := range a.clients {
+		if a.clients[i].Name == name {
+			return &a.clients[i]
+		}
+	}
+	return nil
+}
+
 // HashToken returns the hex SHA-256 of a bearer token, as stored in config.
 func HashToken(token string) string {
 	h := sha256.Sum256([]byte(token))

@@ -194,3 +194,54 @@ func BenchmarkRenew(b *testing.B) {
 	b.ReportMetric(float64(percentile(ds, 0.5).Microseconds())/1000, "renew_p50_ms")
 	b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1000, "renew_p99_ms")
 }
+
+// BenchmarkForwardHop measures what forwarding costs: each iteration, 16
+// leases held on one replica each commit one batch of 100 x 1 KiB records
+// sent to the holder, then one sent to the other replica, which forwards
+// it. Reported: the p50/p99 of both, what the hop adds at each, and the
+// process CPU per batch of both phases and their difference, the hop's
+// CPU in the gateways (both replicas and the broker share this process;
+// the forwarder's two registry reads cost Postgres CPU, not counted here).
+func BenchmarkForwardHop(b *testing.B) {
+	const leases = 16
+	tb := setup(b)
+	tb.forwarding(0)
+	holder, other := tb.newReplica(slowBeat), tb.newReplica(slowBeat)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * leases}}
+	tokens := make([]int64, leases)
+	for i := range tokens {
+		tokens[i] = holder.mustAcquire(b, fmt.Sprintf("shard:%d", i), "bench", 10*time.Minute)
+	}
+	value := bytes.Repeat([]byte("x"), benchRecordSize)
+	var direct, forwarded []time.Duration
+	var cpuDirect, cpuForwarded time.Duration
+	round := 0
+	phase := func(r *replica, tag string, out *[]time.Duration, cpu *time.Duration) {
+		ds := make([]time.Duration, leases)
+		start := cpuTime(b)
+		parallel(leases, func(i int) {
+			body := benchBody("bench", tokens[i], fmt.Sprintf("%s%d", tag, round), value)
+			t0 := time.Now()
+			postBatch(b, client, r.srv.URL+fmt.Sprintf("/v1/leases/shard:%d/records", i), body)
+			ds[i] = time.Since(t0)
+		})
+		*cpu += cpuTime(b) - start
+		*out = append(*out, ds...)
+	}
+	for b.Loop() {
+		round++
+		phase(holder, "d", &direct, &cpuDirect)
+		phase(other, "f", &forwarded, &cpuForwarded)
+	}
+	n := float64(round * leases)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(percentile(direct, 0.5)), "direct_p50_ms")
+	b.ReportMetric(ms(percentile(direct, 0.99)), "direct_p99_ms")
+	b.ReportMetric(ms(percentile(forwarded, 0.5)), "forwarded_p50_ms")
+	b.ReportMetric(ms(percentile(forwarded, 0.99)), "forwarded_p99_ms")
+	b.ReportMetric(ms(percentile(forwarded, 0.5)-percentile(direct, 0.5)), "hop_p50_ms")
+	b.ReportMetric(ms(percentile(forwarded, 0.99)-percentile(direct, 0.99)), "hop_p99_ms")
+	b.ReportMetric(float64(cpuDirect.Microseconds())/n, "direct_cpu_us/batch")
+	b.ReportMetric(float64(cpuForwarded.Microseconds())/n, "forwarded_cpu_us/batch")
+	b.ReportMetric(float64((cpuForwarded-cpuDirect).Microseconds())/n, "hop_cpu_us/batch")
+}

@@ -43,6 +43,9 @@ const (
 	// CodeLedgerBehind: a checkpoint read waited its bound and the ledger
 	// had not applied the caller's barrier; nothing changed.
 	CodeLedgerBehind Code = "ledger_behind"
+	// CodeForwardFailed: a replica forwarded the request to the lease's
+	// holder, which did not answer; the outcome is unknown (FM50).
+	CodeForwardFailed Code = "forward_failed"
 )
 
 // statusOf is the one place codes map to HTTP statuses.
@@ -68,6 +71,8 @@ func statusOf(c Code) int {
 		return http.StatusMisdirectedRequest
 	case CodeKafkaUnavailable, CodeStoreUnavailable, CodeBatchAborted, CodeDraining, CodeLedgerBehind:
 		return http.StatusServiceUnavailable
+	case CodeForwardFailed:
+		return http.StatusBadGateway
 	}
 	return http.StatusInternalServerError
 }

@@ -86,6 +86,9 @@ func TestEveryCodesProblemKeepsItsMembers(t *testing.T) {
 		{"ledger_behind with no fence", ledgerBehind("shard:1", 7, 0),
 			base(CodeLedgerBehind, `the ledger has not applied the barrier of token 7 of "shard:1" yet (its fence is at 0); retry`,
 				map[string]any{"ledger_token": float64(0)})},
+		{"forward_failed", forwardFailed("shard:1", "gw-2", errors.New("EOF")),
+			base(CodeForwardFailed, `the request for lease "shard:1" was sent to replica "gw-2", which did not answer (EOF): the outcome is unknown; retry the same request`,
+				map[string]any{"holder": "gw-2"})},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

@@ -66,6 +66,9 @@ type testBundle struct {
 	auth    *gateway.Authenticator
 	ctx     context.Context
 	replica int
+	// forward, when set, is each new replica's forwarding (its
+	// Credential shared by them all).
+	forward *gateway.Forwarding
 }
 
 func setup(t testing.TB) *testBundle {
@@ -165,6 +168,11 @@ func (b *testBundle) newReplica(mod func(*gateway.Config)) *replica {
 		b.t.Fatal(err)
 	}
 	server := gateway.NewServer(g, b.auth)
+	if b.forward != nil {
+		if err := server.Forward(*b.forward); err != nil {
+			b.t.Fatal(err)
+		}
+	}
 	handler.Store(server)
 	srv.Start()
 	b.t.Cleanup(func() { srv.Close(); g.Close() })
@@ -221,9 +229,15 @@ func (r *replica) doAs(t testing.TB, token, method, path string, body any) reply
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Header.Set("Content-Type", contentType)
+	return send(t, req)
+}
+
+// send sends req and decodes the answer.
+func send(t testing.TB, req *http.Request) reply {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)

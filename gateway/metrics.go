@@ -84,6 +84,7 @@ type metrics struct {
 	resumes   metric.Int64Counter
 	httpDur   metric.Float64Histogram
 	store     metric.Float64Histogram
+	forward   metric.Float64Histogram
 	observers metric.Registration
 }
 
@@ -157,6 +158,11 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 	try(func() (e error) {
 		x.store, e = m.Float64Histogram("fencegate.store.duration", metric.WithUnit("s"), seconds,
 			metric.WithDescription("Duration of lease-store (Postgres) calls on a worker's path by op (acquire, regenerate, activate, renew, release, abandon, heartbeat)."))
+		return
+	})
+	try(func() (e error) {
+		x.forward, e = m.Float64Histogram("fencegate.forward.duration", metric.WithUnit("s"), seconds,
+			metric.WithDescription("Duration of requests forwarded to the lease's holder by outcome (answered: the holder's answer passed on; unreachable: nothing sent, 421; unknown: sent and not answered, 502 forward_failed)."))
 		return
 	})
 	try(func() error { return x.observe(m, g) })

@@ -34,6 +34,8 @@ type Server struct {
 	served map[string]bool
 	// ready answers /readyz from a cached check (FM43).
 	ready *probe.Cache
+	// fwd forwards requests to other replicas (nil: off; Forward).
+	fwd *forwarder
 }
 
 const (
@@ -227,7 +229,10 @@ func methodLabel(method string) string {
 
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		cl, err := s.auth.authenticateRequest(c.Request())
+		cl, err := s.authenticateForwarded(c)
+		if err == nil && cl == nil {
+			cl, err = s.auth.authenticateRequest(c.Request())
+		}
 		if err != nil {
 			return err
 		}
@@ -292,19 +297,23 @@ func (s *Server) acquire(c echo.Context) error {
 	return c.JSON(http.StatusCreated, grant)
 }
 
-// leaseAndBody returns the authorised lease of the path and the body.
-func (s *Server) leaseAndBody(c echo.Context) (string, []byte, error) {
-	name, err := leaseParam(c)
-	if err != nil {
-		return "", nil, err
+// leaseAndBody returns the authorised lease of the path and the body,
+// unless the request was forwarded to the lease's holder instead (done:
+// err is the answer).
+func (s *Server) leaseAndBody(c echo.Context) (name string, b []byte, done bool, err error) {
+	if name, err = leaseParam(c); err != nil {
+		return "", nil, true, err
 	}
-	b, err := s.body(c)
-	return name, b, err
+	if done, err = s.forwardFirst(c, name); done {
+		return "", nil, true, err
+	}
+	b, err = s.body(c)
+	return name, b, err != nil, err
 }
 
 func (s *Server) renew(c echo.Context) error {
-	name, b, err := s.leaseAndBody(c)
-	if err != nil {
+	name, b, done, err := s.leaseAndBody(c)
+	if done || err != nil {
 		return err
 	}
 	owner, token, ttl, derr := decodeRenew(b)
@@ -313,7 +322,7 @@ func (s *Server) renew(c echo.Context) error {
 	}
 	res, err := s.g.Renew(c.Request().Context(), client(c), name, owner, token, ttl)
 	if err != nil {
-		return err
+		return s.forwardAfter(c, b, err)
 	}
 	return c.JSON(http.StatusOK, res)
 }
@@ -341,8 +350,11 @@ func (s *Server) release(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.g.Release(c.Request().Context(), client(c), name, owner, token); err != nil {
+	if done, err := s.forwardFirst(c, name); done {
 		return err
+	}
+	if err := s.g.Release(c.Request().Context(), client(c), name, owner, token); err != nil {
+		return s.forwardAfter(c, nil, err)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -378,8 +390,8 @@ func checkpointWait(v string) (time.Duration, *Error) {
 }
 
 func (s *Server) produce(c echo.Context) error {
-	name, b, err := s.leaseAndBody(c)
-	if err != nil {
+	name, b, done, err := s.leaseAndBody(c)
+	if done || err != nil {
 		return err
 	}
 	req, derr := decodeProduce(b, c.Request().Header.Get(echo.HeaderContentType), name, s.g.cfg.Limits)
@@ -390,7 +402,7 @@ func (s *Server) produce(c echo.Context) error {
 	req.Caller = client(c)
 	res, err := s.g.Produce(c.Request().Context(), req)
 	if err != nil {
-		return err
+		return s.forwardAfter(c, b, err)
 	}
 	return c.JSON(http.StatusOK, res)
 }

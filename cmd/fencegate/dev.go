@@ -31,6 +31,12 @@ var devConfigYAML []byte
 // harness's development broker (hidden.go).
 const devConfig = "deploy/dev/fencegate.yaml"
 
+// devReplicaCredential is the replicas' shared credential in development:
+// public, so serve refuses it outside `fencegate dev` (FM45). With it, the
+// replicas of `fencegate dev` and `fencegate dev --join` forward to each
+// other.
+const devReplicaCredential = "fencegate-development-replica-credential"
+
 // devToken is the bearer token of the development file: public, so serve
 // refuses a config that accepts it outside `fencegate dev` (FM45).
 const devToken = "dev-token"
@@ -49,20 +55,30 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Lookup("config").Usage = "routes and clients YAML file (empty: the development file built into the binary, " +
 		"the same as deploy/dev/fencegate.yaml)"
 	var kafkaListen, matListen *string
+	var join *bool
 	fs.settingsOf(func() {
 		kafkaListen = fs.String("kafka-listen", defaultKafkaBrokers, "listen address of the embedded development broker")
 		matListen = fs.String("materializer-listen", defaultMaterializerListen, "listen address of the materializer's HTTP port")
+		join = fs.Bool("join", false, "run one more gateway replica beside a running fencegate dev (give it another --listen): "+
+			"no broker, no materializer, no reset; it uses the development broker at --kafka-listen and dev's database, and the replicas forward to each other")
 	})
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	f.migrate = true
-	// Only dev runs on the development file and key: both are public.
+	// Only dev runs on the development file, key and credential: all are
+	// public.
 	f.dev = true
 	if f.barrierKey == "" && f.barrierKeyFile == "" {
 		f.barrierKey = devBarrierKey
 	}
+	if f.replicaCredFile == "" {
+		f.replicaCred = devReplicaCredential
+	}
 	log := newLogger(stderr, f.logJSON)
+	if *join {
+		return joinDev(ctx, f, *kafkaListen, log)
+	}
 	raw, err := f.readConfig()
 	if err != nil {
 		return err
@@ -88,6 +104,18 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	g.Go(func() error { return serve(gctx, f, log.With("component", "gateway"), nil) })
 	g.Go(func() error { return materialize(gctx, mf, log.With("component", "materializer")) })
 	return g.Wait()
+}
+
+// joinDev runs a second gateway replica of a running `fencegate dev`: its
+// own replica name (the default one gets the listen port), dev's broker
+// and database, nothing reset.
+func joinDev(ctx context.Context, f serveFlags, kafkaListen string, log *slog.Logger) error {
+	if _, port, err := net.SplitHostPort(f.listen); err == nil && f.replica == defaultReplica() {
+		f.replica += "-" + port
+	}
+	f.brokers, f.migrate = kafkaListen, false
+	log.Info("joining fencegate dev as another replica", "replica", f.replica, "kafka", kafkaListen)
+	return serve(ctx, f, log.With("component", "gateway"), nil)
 }
 
 // resetDevDatabase migrates dev's database and clears its ledger and

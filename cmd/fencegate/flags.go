@@ -318,11 +318,17 @@ func (f *commonFlags) refusePublicKey(k string) error {
 // fsGroup) and compose (0644 inside the 0700 secrets/) ship such modes on
 // purpose, and the warning says so.
 func warnReadableKeyFile(path string, log *slog.Logger) {
+	warnReadable(path, "barrier key file", "sign barriers", log)
+}
+
+// warnReadable logs a secret file (what) that users other than its owner
+// may read, saying what each of them can then do.
+func warnReadable(path, what, can string, log *slog.Logger) {
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm()&0o044 == 0 {
 		return
 	}
-	log.Warn("barrier key file is readable by group or others: every user who can read it can sign barriers; "+
+	log.Warn(what+" is readable by group or others: every user who can read it can "+can+"; "+
 		"make it 0600 (or 0400), or make sure its directory or group admits this service only",
 		"path", path, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
 }

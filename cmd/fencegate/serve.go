@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -56,14 +57,19 @@ type serveFlags struct {
 	// ledgerURL is the ledger's database, read by the checkpoint read
 	// (empty: --database-url).
 	ledgerURL string
+	// replicaCredFile holds the replicas' shared credential: with it, the
+	// replica forwards requests to the holder and accepts forwarded ones
+	// (gateway.Forwarding). replicaCAFile verifies other replicas' HTTPS.
+	replicaCredFile, replicaCAFile string
+	// replicaCred is the credential itself (dev's built-in one).
+	replicaCred string
 }
 
 func (f *serveFlags) register(fs *cmdFlags) {
 	fs.settingsOf(func() {
-		host, _ := os.Hostname()
 		f.commonFlags.register(fs, "gateway")
 		fs.StringVar(&f.listen, "listen", defaultListen, "HTTP listen address")
-		fs.StringVar(&f.replica, "replica", "gateway-"+host, "name of this replica in lease rows")
+		fs.StringVar(&f.replica, "replica", defaultReplica(), "name of this replica in lease rows")
 		fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>, https://<listen> with --tls-cert; must be https:// with --tls-cert)")
 		fs.DurationVar(&f.minTTL, "min-ttl", leasestore.DefaultMinTTL, "shortest lease TTL accepted")
 		fs.DurationVar(&f.maxTTL, "max-ttl", leasestore.DefaultMaxTTL, "longest lease TTL accepted")
@@ -82,6 +88,8 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "live sessions on this replica; an acquire beyond is answered 429 before its grant")
 		fs.IntVar(&f.maxSessionsPerClient, "max-sessions-per-client", gateway.DefaultMaxSessionsPerClient, "live sessions of one API client on this replica; an acquire beyond is answered 429 before its grant")
 		fs.StringVar(&f.ledgerURL, "ledger-database-url", "", "Postgres URL of the ledger, the --database-url of materialize, read by GET /v1/leases/{name}/checkpoint (empty: --database-url)")
+		fs.StringVar(&f.replicaCredFile, "replica-credential-file", "", "file holding the secret all replicas share (at least 32 bytes: openssl rand -hex 32): with it this replica forwards produce, renew and release to the lease's holder and accepts requests other replicas forward; without it, 421 with holder_url")
+		fs.StringVar(&f.replicaCAFile, "replica-ca-file", "", "PEM CAs verifying other replicas' https:// advertise URLs when forwarding (default: the system roots)")
 		fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 		d := gateway.DefaultServerConfig()
 		fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -96,6 +104,12 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.Int64Var(&f.http.MaxBodyBytesInFlight, "max-body-bytes-in-flight", d.MaxBodyBytesInFlight,
 			"bytes of request bodies held at once across all clients, taken for the declared length before a body is read (429 beyond; at least --max-request-bytes)")
 	})
+}
+
+// defaultReplica is the default --replica: gateway-<hostname>.
+func defaultReplica() string {
+	host, _ := os.Hostname()
+	return "gateway-" + host
 }
 
 // gatewayParkAfter is --park-after as gateway.Config.ParkAfter: the flag's
@@ -214,6 +228,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	srv := gateway.NewServer(g, auth)
 	srv.Limit(f.http)
 	srv.Metrics(metricsHandler)
+	if err := f.forwarding(srv, log); err != nil {
+		return err
+	}
 	signer, err := barrier.NewSigner(key)
 	if err != nil {
 		return err
@@ -233,6 +250,54 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		log.Info("drained", "replica", f.replica, "took", time.Since(start))
 	}
 	return listenAndServe(ctx, f.listen, srv, f.http, log, ready, drain)
+}
+
+// forwarding turns on forwarding when the replicas share a credential.
+func (f *serveFlags) forwarding(srv *gateway.Server, log *slog.Logger) error {
+	cred, err := f.replicaCredential(log)
+	if err != nil || cred == nil {
+		return err
+	}
+	fw := gateway.Forwarding{Credential: cred}
+	if f.replicaCAFile != "" {
+		pem, err := os.ReadFile(f.replicaCAFile)
+		if err != nil {
+			return fmt.Errorf("--replica-ca-file: %w", err)
+		}
+		fw.RootCAs = x509.NewCertPool()
+		if !fw.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--replica-ca-file %s: no PEM certificate in it", f.replicaCAFile)
+		}
+	}
+	if err := srv.Forward(fw); err != nil {
+		return err
+	}
+	log.Info("forwarding to lease holders", "replica", f.replica, "advertise_url", f.advertise)
+	return nil
+}
+
+// replicaCredential reads the replicas' shared credential (nil: none, no
+// forwarding). Only dev runs on the development credential (FM45).
+func (f *serveFlags) replicaCredential(log *slog.Logger) ([]byte, error) {
+	cred := f.replicaCred
+	if f.replicaCredFile != "" {
+		b, err := os.ReadFile(f.replicaCredFile)
+		if err != nil {
+			return nil, fmt.Errorf("replica credential file: %w", err)
+		}
+		warnReadable(f.replicaCredFile, "replica credential file", "forward requests as any client", log)
+		cred = strings.TrimSpace(string(b))
+	}
+	switch {
+	case cred == "":
+		return nil, nil
+	case cred == devReplicaCredential && !f.dev:
+		return nil, errors.New("the replica credential is the development one, public in the source; only `fencegate dev` runs on it: " +
+			"make one with `openssl rand -hex 32` (docs/security.md)")
+	case strings.HasPrefix(strings.ToUpper(cred), placeholderPrefix):
+		return nil, errors.New("the replica credential is a placeholder of the deployment examples (REPLACE-...): make one with `openssl rand -hex 32`")
+	}
+	return []byte(cred), nil
 }
 
 // refuseDevToken refuses, outside `fencegate dev`, a config with a client
