@@ -23,11 +23,19 @@ const (
 // run: after the cold start, with time left for every step.
 const rollingRestartAt = 4 // Duration / rollingRestartAt
 
-// fault is one replica fault: its kind, the replica and when it struck.
+// fault is one replica fault: its kind, the replica and when it struck;
+// for a stop, the leases (and tokens) whose session it held.
 type fault struct {
 	kind    string
 	replica string
 	at      time.Time
+	held    map[string]int64
+}
+
+// visibleEvent is one thing an SDK call failed back to a worker of lease.
+type visibleEvent struct {
+	call, code, lease string
+	at                time.Time
 }
 
 // balancedStats are a balanced run's own counts: the faults, what the
@@ -39,32 +47,26 @@ type balancedStats struct {
 	kills   atomic.Int64
 	mu      sync.Mutex
 	faults  []fault
-	errors  int64
-	lost    int64
-	byCall  map[string]int64
+	events  []visibleEvent
 	restart []time.Duration
 }
 
-func newBalancedStats() *balancedStats { return &balancedStats{byCall: map[string]int64{}} }
+func newBalancedStats() *balancedStats { return &balancedStats{} }
 
-// visible counts what an SDK call failed back to a worker: call is
-// "produce", "acquire", or "lost" (a lease lost while held).
-func (b *balancedStats) visible(call string, err error) {
+// visible records what an SDK call failed back to a worker of lease: call
+// is "produce", "acquire", or "lost" (a lease lost while held).
+func (b *balancedStats) visible(call, lease string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if call == "lost" {
-		b.lost++
-	} else {
-		b.errors++
-	}
-	b.byCall[call+" "+visibleCode(err)]++
+	b.events = append(b.events, visibleEvent{call: call, code: visibleCode(err), lease: lease, at: time.Now()})
 }
 
-// struck records a fault of kind on replica, now.
-func (b *balancedStats) struck(kind, replica string) {
+// struck records a fault of kind on replica, now, with the leases it held
+// (stop; nil otherwise).
+func (b *balancedStats) struck(kind, replica string, held map[string]int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.faults = append(b.faults, fault{kind: kind, replica: replica, at: time.Now()})
+	b.faults = append(b.faults, fault{kind: kind, replica: replica, at: time.Now(), held: held})
 }
 
 func (b *balancedStats) restarted(took time.Duration) {
@@ -96,7 +98,7 @@ func (r *runner) killReplica(ctx context.Context) {
 	n := r.bal.kills.Add(1)
 	c := r.stack.Children()[int(n-1)%len(r.stack.Children())]
 	start := time.Now()
-	r.bal.struck(faultKill, c.Replica())
+	r.bal.struck(faultKill, c.Replica(), nil)
 	c.KillAndRestart(ctx)
 	r.backInRotation(ctx, c.Replica(), start)
 }
@@ -115,7 +117,7 @@ func (r *runner) rollingRestart(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	for _, c := range r.stack.Children() {
 		start := time.Now()
-		r.bal.struck(faultRestart, c.Replica())
+		r.bal.struck(faultRestart, c.Replica(), nil)
 		c.DrainAndRestart(ctx, time.Minute)
 		r.backInRotation(ctx, c.Replica(), start)
 	}
@@ -171,16 +173,43 @@ func (r *runner) balancedFigures(end time.Time) *report.BalancedFigures {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f := &report.BalancedFigures{Balancer: r.stack.Balancer(), Replicas: len(r.stack.Children()), Forwarding: r.stack.Forwarding(),
-		Faults: map[string]int64{}, VisibleErrors: b.errors, LeasesLost: b.lost, VisibleByCall: b.byCall}
+		Faults: map[string]int64{}, VisibleByCall: map[string]int64{}}
 	for _, ft := range b.faults {
 		f.Faults[ft.kind]++
+		f.StoppedHeld += int64(len(ft.held))
+	}
+	for _, v := range b.events {
+		if v.call == "lost" {
+			f.LeasesLost++
+		} else {
+			f.VisibleErrors++
+		}
+		f.VisibleByCall[v.call+" "+v.code]++
+		if r.ofStoppedHolder(b.faults, v) {
+			f.OfStoppedHolders++
+		}
 	}
 	for _, d := range b.restart {
 		f.RestartSeconds = append(f.RestartSeconds, d.Seconds())
 	}
 	f.Reserve = r.reserveGaps(b.faults, end)
-	f.Pass = f.Reserve.Pass && f.VisibleErrors == 0
+	f.Pass = f.Reserve.Pass && f.VisibleErrors+f.LeasesLost == f.OfStoppedHolders
 	return f
+}
+
+// ofStoppedHolder reports whether v befell a lease whose session a
+// stopped replica held, within the stop's bound: a frozen holder commits
+// nothing and renews nothing until it resumes, so its leases' batches
+// time out and the leases are lost at their local deadline (fail
+// closed), by design.
+func (r *runner) ofStoppedHolder(faults []fault, v visibleEvent) bool {
+	for _, ft := range faults {
+		_, held := ft.held[v.lease]
+		if held && !v.at.Before(ft.at) && v.at.Sub(ft.at) <= r.reserveBound(faultStop) {
+			return true
+		}
+	}
+	return false
 }
 
 // reserveGaps measures, for every fault and every lease, the time from

@@ -282,7 +282,7 @@ func (r *runner) freezeReplica(ctx context.Context) {
 	if r.balanced() {
 		held = r.heldByReplica(ctx, c.Replica())
 	}
-	r.bal.struck(faultStop, c.Replica())
+	r.bal.struck(faultStop, c.Replica(), held)
 	c.Freeze(func() bool {
 		for lease, token := range held {
 			if r.st.latestGrant(lease) > token {

@@ -90,7 +90,7 @@ func (w *sdkWorker) run(ctx context.Context) {
 		lease, err := w.c.AcquireWait(ctx, w.lease)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.r.bal.visible("acquire", err)
+				w.r.bal.visible("acquire", w.lease, err)
 				wait(ctx, w.r.sc.TTL/4)
 			}
 			continue
@@ -107,7 +107,7 @@ func (w *sdkWorker) hold(ctx context.Context, lease *sdk.Lease) {
 	for ctx.Err() == nil {
 		select {
 		case <-lease.Lost():
-			w.r.bal.visible("lost", lease.Err())
+			w.r.bal.visible("lost", w.lease, lease.Err())
 			return
 		default:
 		}
@@ -133,10 +133,10 @@ func (w *sdkWorker) hold(ctx context.Context, lease *sdk.Lease) {
 		}
 		pending = batch
 		if errors.Is(err, sdk.ErrLeaseLost) {
-			w.r.bal.visible("lost", err)
+			w.r.bal.visible("lost", w.lease, err)
 			return
 		}
-		w.r.bal.visible("produce", err)
+		w.r.bal.visible("produce", w.lease, err)
 	}
 }
 

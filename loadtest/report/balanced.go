@@ -23,10 +23,18 @@ type BalancedFigures struct {
 	// VisibleErrors are SDK calls that failed back to a worker (Produce,
 	// AcquireWait) after the SDK's own retries; LeasesLost are leases
 	// lost while held (Lost closed). By kind: "produce timeout",
-	// "lost deadline_passed". Goal: none of either.
+	// "lost deadline_passed".
 	VisibleErrors int64            `json:"visible_errors"`
 	LeasesLost    int64            `json:"leases_lost"`
 	VisibleByCall map[string]int64 `json:"visible_by_call"`
+	// StoppedHeld are the leases whose session a replica held when it
+	// was stopped (summed over the stops), and OfStoppedHolders the
+	// errors and losses of those leases within two TTLs of the stop: a
+	// frozen holder answers nothing, so its leases' batches time out and
+	// the leases are lost at their local deadline (fail closed). The goal
+	// is no error or loss beyond those.
+	StoppedHeld      int64 `json:"stopped_held"`
+	OfStoppedHolders int64 `json:"of_stopped_holders"`
 	// Reserve is the re-serve gap: per fault and lease, the time from the
 	// fault to the lease's next acknowledged batch.
 	Reserve ReserveGaps `json:"reserve"`
@@ -61,6 +69,10 @@ func (b *BalancedFigures) writeMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nbalanced: %s in front of %d replicas (%s); faults: %s\n", b.Balancer, b.Replicas, mode, counts(b.Faults))
 	fmt.Fprintf(w, "worker-visible errors: %d, leases lost: %d%s\n", b.VisibleErrors, b.LeasesLost, breakdown(b.VisibleByCall))
+	if b.StoppedHeld > 0 {
+		fmt.Fprintf(w, "of leases a stopped replica held (%d): %d; beyond them: %d\n", b.StoppedHeld, b.OfStoppedHolders,
+			b.VisibleErrors+b.LeasesLost-b.OfStoppedHolders)
+	}
 	g := b.Reserve
 	fmt.Fprintf(w, "re-serve gap (fault to the lease's next acknowledged batch): max %.0f ms, p99 %.0f ms over %d (fault, lease) pairs, never served again %d: %s\n",
 		g.MaxMs, g.P99Ms, g.Measured, g.Never, passText(g.Pass))

@@ -32,10 +32,20 @@ const (
 )
 
 // balancerServerTimeout bounds the balancer's wait for a replica's answer:
-// the SDK's own request timeout (its default HTTP client's), so that the
-// balancer cuts no batch the worker would still wait for. A frozen
-// replica's requests in flight wait this long at most.
+// above the longest answer of a batch (a forwarder waits up to
+// gateway.DefaultForwardAnswerTimeout for the holder's), and the SDK's
+// own request timeout (its default HTTP client's), so that the balancer
+// cuts no batch the worker would still wait for. A frozen replica's
+// requests in flight wait this long at most.
 const balancerServerTimeout = 30 * time.Second
+
+// balancerRenewTimeout bounds a renewal (PATCH) at the balancer. A
+// renewal is one database round trip at the holder; one that a replica
+// has not answered within a second sits in a replica that is stopped or
+// stuck, and waiting for it would carry the lease past its local deadline
+// (FM52). Cut, it is answered 504 and the SDK renews again, through
+// another replica, with a TTL - RenewEvery left before that deadline.
+const balancerRenewTimeout = time.Second
 
 // WithBalancer puts a load balancer of kind (BalancerHAProxy) in front of
 // the gateway replicas the harness starts as child processes
@@ -91,8 +101,9 @@ backend replicas
     balance roundrobin
     option httpchk GET /readyz
     http-check expect status 200
+    http-request set-timeout server %dms if { method PATCH }
     default-server inter %dms fastinter %dms downinter %dms fall %d rise %d
-`, socket, int(balancerServerTimeout.Seconds()), checkTimeout.Milliseconds(), listen,
+`, socket, int(balancerServerTimeout.Seconds()), checkTimeout.Milliseconds(), listen, balancerRenewTimeout.Milliseconds(),
 		checkInter.Milliseconds(), checkInter.Milliseconds(), checkInter.Milliseconds(), checkFall, checkRise)
 	for _, name := range order {
 		fmt.Fprintf(&b, "    server %s %s check\n", name, replicas[name])
