@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
@@ -22,35 +23,14 @@ import (
 // ledger once, every lease was served again within one TTL of each fault,
 // and no SDK call failed back to a worker and no lease was lost.
 func TestBalancedReplicasShort(t *testing.T) {
-	if _, err := exec.LookPath(stack.BalancerHAProxy); err != nil {
-		t.Fatalf("needs haproxy (deploy/dev/haproxy.sh install; make test installs it): %v", err)
-	}
-	t.Setenv("FENCEGATE_TEST_MAIN", "1")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stk, err := stack.StartEmbeddedReplicas(ctx, pgtest.ServerURL(), exe, 3, log, stack.WithBalancer(stack.BalancerHAProxy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stk.Close()
-	sc := loadtest.Defaults()
-	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize, sc.Rate = 6, 1, 20, 128, 10
+	sc := balancedScenario()
 	// The kill strikes at 5 s; the rolling restart begins at a quarter of
 	// the run (7 s), once the kill's restart is done (one fault at a
 	// time), and restarts all three; the last TTLs of the run have no
 	// fault, so that every lease's gap after the last one is measured.
-	sc.Duration, sc.TTL = 28*time.Second, 4*time.Second
+	sc.Duration = 28 * time.Second
 	sc.KillReplicaEvery, sc.RollingRestart = 5*time.Second, true
-	sc.FreezeEvery, sc.ChurnEvery, sc.Direct, sc.Naive = 0, 0, false, false
-	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.Markdown())
+	rep := runBalanced(t, sc)
 	b := rep.Balanced
 	inv := rep.Invariants
 	switch {
@@ -70,6 +50,74 @@ func TestBalancedReplicasShort(t *testing.T) {
 		t.Fatalf("a lease was not served again within one TTL of a fault: %+v", b.Reserve)
 	case b.VisibleErrors != 0 || b.LeasesLost != 0:
 		t.Fatalf("worker-visible errors %d, leases lost %d: %v", b.VisibleErrors, b.LeasesLost, b.VisibleByCall)
+	case !rep.Pass:
+		t.Fatal("the run failed its checks")
+	}
+}
+
+// balancedScenario is the load of the balanced tests: six SDK workers,
+// ten batches a second each, TTL 4 s, no worker faults or baselines.
+func balancedScenario() loadtest.Scenario {
+	sc := loadtest.Defaults()
+	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize, sc.Rate = 6, 1, 20, 128, 10
+	sc.TTL = 4 * time.Second
+	sc.FreezeEvery, sc.ChurnEvery, sc.Direct, sc.Naive = 0, 0, false, false
+	return sc
+}
+
+// runBalanced runs sc on three gateway replicas as processes (this test
+// binary stands in for fencegate) behind HAProxy and returns the report,
+// logged in full.
+func runBalanced(t *testing.T, sc loadtest.Scenario) *report.Report {
+	t.Helper()
+	if _, err := exec.LookPath(stack.BalancerHAProxy); err != nil {
+		t.Fatalf("needs haproxy (deploy/dev/haproxy.sh install; make test installs it): %v", err)
+	}
+	t.Setenv("FENCEGATE_TEST_MAIN", "1")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	stk, err := stack.StartEmbeddedReplicas(ctx, pgtest.ServerURL(), exe, 3, log, stack.WithBalancer(stack.BalancerHAProxy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stk.Close()
+	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.Markdown())
+	return rep
+}
+
+// TestFM52_StoppedReplicaCostsOnlyItsOwnLeases: one of three replicas
+// behind HAProxy is stopped (SIGSTOP) past the TTL under load. The
+// requests the balancer sent it before its health check took it out
+// (renewals and batches of leases held elsewhere) are cut and retried on
+// another replica: no SDK call fails back to a worker and no lease is
+// lost beyond the leases the stopped replica held, which fail closed at
+// their local deadline and are served again within a TTL of expiring.
+// The invariants and the ledger hold throughout.
+func TestFM52_StoppedReplicaCostsOnlyItsOwnLeases(t *testing.T) {
+	sc := balancedScenario()
+	sc.Duration, sc.FreezeReplicaEvery = 30*time.Second, 5*time.Second
+	rep := runBalanced(t, sc)
+	b := rep.Balanced
+	switch {
+	case b == nil || b.Faults["stop"] < 1:
+		t.Fatalf("no replica was stopped: %+v", b)
+	case b.StoppedHeld == 0:
+		t.Fatal("the stopped replica held no lease: the stop proves nothing")
+	case rep.Gateway.DefiniteButCommitted != 0 || !rep.Ledger.Pass:
+		t.Fatalf("definite refusals committed %d, ledger %+v", rep.Gateway.DefiniteButCommitted, rep.Ledger)
+	case b.VisibleErrors+b.LeasesLost != b.OfStoppedHolders:
+		t.Fatalf("%d errors and losses beyond the %d leases the stopped replica held: %v",
+			b.VisibleErrors+b.LeasesLost-b.OfStoppedHolders, b.StoppedHeld, b.VisibleByCall)
+	case !b.Reserve.Pass:
+		t.Fatalf("a lease was not served again in time: %+v", b.Reserve)
 	case !rep.Pass:
 		t.Fatal("the run failed its checks")
 	}

@@ -73,6 +73,15 @@ type balancer struct {
 // only when the connection to the first failed (retry-on conn-failure
 // with redispatch): once sent, a batch is never sent again by the
 // balancer, whose outcome only the worker may retry under its batch id.
+//
+// A replica the health check marks down has its sessions shut
+// (on-marked-down shutdown-sessions): the requests it holds are answered
+// at once (502, or the connection closed), outcome unknown, and the SDK
+// retries them on another replica. Without it, a stopped replica kept the
+// batches and renewals of leases held elsewhere for the server timeout,
+// and those leases were lost (FM52). A draining replica has answered its
+// requests by then: readiness turns 503 at SIGTERM, and it is marked down
+// fall checks later.
 func haproxyConfig(listen, socket string, replicas map[string]string, order []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
@@ -102,7 +111,7 @@ backend replicas
     option httpchk GET /readyz
     http-check expect status 200
     http-request set-timeout server %dms if { method PATCH }
-    default-server inter %dms fastinter %dms downinter %dms fall %d rise %d
+    default-server inter %dms fastinter %dms downinter %dms fall %d rise %d on-marked-down shutdown-sessions
 `, socket, int(balancerServerTimeout.Seconds()), checkTimeout.Milliseconds(), listen, balancerRenewTimeout.Milliseconds(),
 		checkInter.Milliseconds(), checkInter.Milliseconds(), checkInter.Milliseconds(), checkFall, checkRise)
 	for _, name := range order {
