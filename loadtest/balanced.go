@@ -136,12 +136,12 @@ func (r *runner) backInRotation(ctx context.Context, replica string, start time.
 }
 
 // heldByReplica returns the live leases (and tokens) whose session the
-// replica holds, from the lease store: SDK workers do not say where
-// their requests go.
+// replica holds or is opening, from the lease store: SDK workers do not
+// say where their requests go.
 func (r *runner) heldByReplica(ctx context.Context, replica string) map[string]int64 {
 	held := map[string]int64{}
 	rows, err := r.stack.Pool.Query(ctx, `SELECT name, fencing_token FROM leases
-		WHERE holder = $1 AND state = 'active' AND expires_at > now()`, replica)
+		WHERE holder = $1 AND state IN ('pending', 'active') AND expires_at > now()`, replica)
 	if err != nil {
 		return held
 	}

@@ -279,11 +279,14 @@ func (r *runner) freezeReplica(ctx context.Context) {
 	i := int(n-1) % len(r.stack.Children())
 	c := r.stack.Children()[i]
 	held := r.heldOn(r.stack.GatewayURLs[i])
-	if r.balanced() {
-		held = r.heldByReplica(ctx, c.Replica())
+	stopped := func() {
+		if r.balanced() {
+			// Read once the replica is stopped: it grants nothing more.
+			held = r.heldByReplica(ctx, c.Replica())
+		}
+		r.bal.struck(faultStop, c.Replica(), held)
 	}
-	r.bal.struck(faultStop, c.Replica(), held)
-	c.Freeze(func() bool {
+	c.Freeze(stopped, func() bool {
 		for lease, token := range held {
 			if r.st.latestGrant(lease) > token {
 				return true

@@ -188,11 +188,12 @@ func (c *ChildGateway) signal(sig os.Signal) {
 
 // Freeze is the replica-freeze fault: SIGSTOP for at least d and until
 // overtaken reports true or 2d passed (the process sees no time pass on
-// its own, but its monotonic clock moves), then SIGCONT. It always resumes
-// the child.
-func (c *ChildGateway) Freeze(overtaken func() bool, d time.Duration) {
+// its own, but its monotonic clock moves), then SIGCONT. stopped is
+// called once the child is stopped. It always resumes the child.
+func (c *ChildGateway) Freeze(stopped func(), overtaken func() bool, d time.Duration) {
 	c.signal(syscall.SIGSTOP)
 	defer c.signal(syscall.SIGCONT)
+	stopped()
 	ctx := context.Background()
 	wait(ctx, d)
 	for end := time.Now().Add(d); !overtaken() && time.Now().Before(end); {
