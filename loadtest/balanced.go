@@ -24,12 +24,14 @@ const (
 const rollingRestartAt = 4 // Duration / rollingRestartAt
 
 // fault is one replica fault: its kind, the replica and when it struck;
-// for a stop, the leases (and tokens) whose session it held.
+// for a stop, the leases (and tokens) whose session it held and when it
+// was resumed.
 type fault struct {
 	kind    string
 	replica string
 	at      time.Time
 	held    map[string]int64
+	resumed time.Time
 }
 
 // visibleEvent is one thing an SDK call failed back to a worker of lease.
@@ -67,6 +69,13 @@ func (b *balancedStats) struck(kind, replica string, held map[string]int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.faults = append(b.faults, fault{kind: kind, replica: replica, at: time.Now(), held: held})
+}
+
+// resumed records that the last fault, a stop, ended now (SIGCONT).
+func (b *balancedStats) resumed() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.faults[len(b.faults)-1].resumed = time.Now()
 }
 
 func (b *balancedStats) restarted(took time.Duration) {
@@ -185,8 +194,11 @@ func (r *runner) balancedFigures(end time.Time) *report.BalancedFigures {
 			f.VisibleErrors++
 		}
 		f.VisibleByCall[v.call+" "+v.code]++
-		if r.ofStoppedHolder(b.faults, v) {
+		switch {
+		case r.ofStoppedHolder(b.faults, v):
 			f.OfStoppedHolders++
+		case r.afterResume(b.faults, v):
+			f.AfterResume++
 		}
 	}
 	for _, d := range b.restart {
@@ -202,6 +214,17 @@ func (r *runner) balancedFigures(end time.Time) *report.BalancedFigures {
 // nothing and renews nothing until it resumes, so its leases' batches
 // time out and the leases are lost at their local deadline (fail
 // closed), by design.
+// afterResume reports whether v came within the stop's bound after a
+// stopped replica resumed (FM53).
+func (r *runner) afterResume(faults []fault, v visibleEvent) bool {
+	for _, ft := range faults {
+		if !ft.resumed.IsZero() && !v.at.Before(ft.resumed) && v.at.Sub(ft.resumed) <= r.reserveBound(faultStop) {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *runner) ofStoppedHolder(faults []fault, v visibleEvent) bool {
 	for _, ft := range faults {
 		_, held := ft.held[v.lease]

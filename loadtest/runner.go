@@ -294,6 +294,7 @@ func (r *runner) freezeReplica(ctx context.Context) {
 		}
 		return len(held) == 0
 	}, r.sc.ReplicaPause)
+	r.bal.resumed()
 }
 
 // drainReplica is the rolling-restart fault: SIGTERM to the first

@@ -35,6 +35,10 @@ type BalancedFigures struct {
 	// is no error or loss beyond those.
 	StoppedHeld      int64 `json:"stopped_held"`
 	OfStoppedHolders int64 `json:"of_stopped_holders"`
+	// AfterResume are the other errors and losses within two TTLs after a
+	// stopped replica resumed (FM53: the resumed replica fenced a lease
+	// held elsewhere).
+	AfterResume int64 `json:"after_resume"`
 	// Reserve is the re-serve gap: per fault and lease, the time from the
 	// fault to the lease's next acknowledged batch.
 	Reserve ReserveGaps `json:"reserve"`
@@ -70,8 +74,8 @@ func (b *BalancedFigures) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nbalanced: %s in front of %d replicas (%s); faults: %s\n", b.Balancer, b.Replicas, mode, counts(b.Faults))
 	fmt.Fprintf(w, "worker-visible errors: %d, leases lost: %d%s\n", b.VisibleErrors, b.LeasesLost, breakdown(b.VisibleByCall))
 	if b.StoppedHeld > 0 {
-		fmt.Fprintf(w, "of leases a stopped replica held (%d): %d; beyond them: %d\n", b.StoppedHeld, b.OfStoppedHolders,
-			b.VisibleErrors+b.LeasesLost-b.OfStoppedHolders)
+		fmt.Fprintf(w, "of leases a stopped replica held (%d): %d; beyond them: %d, of which after a resume: %d\n", b.StoppedHeld,
+			b.OfStoppedHolders, b.VisibleErrors+b.LeasesLost-b.OfStoppedHolders, b.AfterResume)
 	}
 	g := b.Reserve
 	fmt.Fprintf(w, "re-serve gap (fault to the lease's next acknowledged batch): max %.0f ms, p99 %.0f ms over %d (fault, lease) pairs, never served again %d: %s\n",
