@@ -282,7 +282,8 @@ func (r *runner) freezeReplica(ctx context.Context) {
 	stopped := func() {
 		if r.balanced() {
 			// Read once the replica is stopped: it grants nothing more.
-			held = r.heldByReplica(ctx, c.Replica())
+			// The fault window may end meanwhile; the read must not.
+			held = r.heldByReplica(context.WithoutCancel(ctx), c.Replica())
 		}
 		r.bal.struck(faultStop, c.Replica(), held)
 	}

@@ -10,7 +10,10 @@
 // loadtest/stack, gives a report.Report (package loadtest/report). This
 // package holds the runner, the scenarios, the workers, the baselines and
 // the invariant checks; RunDirect and RunBare are the baselines of the
-// `fencegate loadtest-baseline` child.
+// `fencegate loadtest-baseline` child. Behind a load balancer
+// (stack.WithBalancer) the workers are SDK workers (package client) whose
+// base URL is the balancer, and the report adds the re-serve gaps and the
+// worker-visible errors of the replica faults (report.BalancedFigures).
 package loadtest
 
 import (
