@@ -152,6 +152,7 @@ func (r *runner) heldByReplica(ctx context.Context, replica string) map[string]i
 	rows, err := r.stack.Pool.Query(ctx, `SELECT name, fencing_token FROM leases
 		WHERE holder = $1 AND state IN ('pending', 'active') AND expires_at > now()`, replica)
 	if err != nil {
+		r.opts.Logger.Error("reading the leases of a stopped replica", "replica", replica, "error", err)
 		return held
 	}
 	defer rows.Close()
