@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 PG := deploy/dev/pg.sh
 PROM := deploy/dev/prom.sh
+# HAProxy for the balanced-replicas test and loadtest --balancer haproxy.
+HAPROXY := deploy/dev/haproxy.sh
 # Packaging checks without a container engine or cluster (compose, systemd, k8s schemas).
 LINT_DEPLOY := deploy/check/lint-deploy.sh
 # The dependency scan (govulncheck; says NOT SCANNED when it has no database).
@@ -23,9 +25,10 @@ help: ## list the targets
 build: ## build bin/fencegate
 	$(GO) build -o bin/fencegate ./cmd/fencegate
 
-test: ## run the whole suite with -race (installs and starts the throwaway Postgres, installs Prometheus, tests the alert rules)
+test: ## run the whole suite with -race (installs and starts the throwaway Postgres, installs Prometheus and HAProxy, tests the alert rules)
 	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
 	@$(PROM) check
+	@$(HAPROXY) install
 	@$(LINT_DEPLOY)
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -49,6 +49,8 @@ type runner struct {
 	value   []byte
 	workers [][]*worker
 	opts    Options
+	// bal are a balanced run's counts (SDK workers behind a balancer).
+	bal *balancedStats
 	// threadsBefore is the process's OS thread count before the run.
 	threadsBefore int
 }
@@ -89,8 +91,11 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	if sc.KillGatewayAfter > 0 && len(s.Children()) == 0 {
 		return nil, errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
 	}
-	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && len(s.Children()) < 2 {
-		return nil, errors.New("freeze_replica_every and drain_replica_after need two or more gateway replicas as child processes (--embedded --replicas 2)")
+	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0 || sc.KillReplicaEvery > 0 || sc.RollingRestart) && len(s.Children()) < 2 {
+		return nil, errors.New("freeze_replica_every, drain_replica_after, kill_replica_every and rolling_restart need two or more gateway replicas as child processes (--embedded --replicas 2)")
+	}
+	if s.BalancerURL != "" && (sc.FreezeEvery > 0 || sc.ChurnEvery > 0 || sc.AmbiguityEvery > 0 || sc.Stateful || sc.DrainReplicaAfter > 0) {
+		return nil, errors.New("behind a balancer the workers are SDK workers: freeze_every, churn_every, ambiguity_every, stateful and drain_replica_after are off (rolling_restart drains every replica)")
 	}
 	r := newRunner(s, sc, opts)
 	if sc.Stateful && s.Pool != nil {
@@ -108,7 +113,9 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	}
 	started := time.Now()
 	sampling := s.StartSampling()
-	r.gatewayPhase(ctx)
+	if err := r.gatewayPhase(ctx); err != nil {
+		return nil, err
+	}
 	usage := sampling.Stop()
 	if pause {
 		if err := s.SignalMaterializer(syscall.SIGCONT); err != nil {
@@ -116,6 +123,9 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 		}
 	}
 	rep := r.report()
+	if r.balanced() {
+		rep.Balanced = r.balancedFigures(started.Add(sc.Duration))
+	}
 	rep.Run = runInfo(started, opts.Command)
 	rep.MaterializerPaused = pause
 	addPhase(rep, "gateway", usage)
@@ -131,7 +141,8 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 
 func newRunner(s *stack.Stack, sc Scenario, opts Options) *runner {
 	return &runner{sc: sc, stack: s, clients: map[clientKey]*client{}, lost: map[int32][]int64{},
-		st: newStats(sc.Leases), items: &itemStats{}, value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount()}
+		st: newStats(sc.Leases), items: &itemStats{}, value: recordValue(sc.RecordSize), opts: opts, threadsBefore: threadCount(),
+		bal: newBalancedStats()}
 }
 
 // runInfo is the report's account of a run started at started by this
@@ -144,18 +155,41 @@ func runInfo(started time.Time, command []string) report.RunInfo {
 	return report.NewRunInfo(started, b.Version, b.Commit, command)
 }
 
-func (r *runner) gatewayPhase(ctx context.Context) {
+func (r *runner) gatewayPhase(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, r.sc.Duration)
 	defer cancel()
 	r.st = newStats(r.sc.Leases)
 	var wg sync.WaitGroup
-	r.startWorkers(pctx, &wg)
+	if r.balanced() {
+		if err := r.startSDKWorkers(pctx, &wg); err != nil {
+			return err
+		}
+	} else {
+		r.startWorkers(pctx, &wg)
+	}
 	var faults sync.WaitGroup
+	fctx, fcancel := r.faultWindow(pctx)
+	defer fcancel()
 	r.every(pctx, &faults, r.sc.FreezeEvery, func() { r.pickHolder(func(w *worker) { w.freeze.Store(true) }) })
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
 	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.HoldNextEndTxn(stack.CommitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
-	r.every(pctx, &faults, r.sc.FreezeReplicaEvery, r.freezeReplica)
+	// Behind a balancer the freezes end before the run, as the other
+	// replica faults do, so that every lease's re-serve gap is measured.
+	freezeCtx := pctx
+	if r.balanced() {
+		freezeCtx = fctx
+	}
+	r.every(freezeCtx, &faults, r.sc.FreezeReplicaEvery, func() { r.freezeReplica(freezeCtx) })
+	r.every(fctx, &faults, r.sc.KillReplicaEvery, func() { r.killReplica(fctx) })
+	if r.sc.RollingRestart {
+		faults.Add(1)
+		go func() {
+			defer faults.Done()
+			wait(fctx, r.sc.Duration/rollingRestartAt)
+			r.rollingRestart(fctx)
+		}()
+	}
 	if r.sc.DrainReplicaAfter > 0 {
 		faults.Add(1)
 		go func() {
@@ -179,6 +213,7 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	wg.Wait()
 	faults.Wait()
 	r.progressDone()
+	return nil
 }
 
 // startWorkers starts the gateway workers, WorkersPerLease for each of
@@ -234,11 +269,25 @@ func (r *runner) client(url string, api int) *client {
 // the frozen replica has been taken over (at most ReplicaPause more): a
 // handover slowed down by load must not turn the round into a plain
 // pause that the local deadline alone refuses.
-func (r *runner) freezeReplica() {
+func (r *runner) freezeReplica(ctx context.Context) {
+	r.bal.serial.Lock()
+	defer r.bal.serial.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
 	n := r.st.replicaFreezes.Add(1)
 	i := int(n-1) % len(r.stack.Children())
+	c := r.stack.Children()[i]
 	held := r.heldOn(r.stack.GatewayURLs[i])
-	r.stack.Children()[i].Freeze(func() bool {
+	stopped := func() {
+		if r.balanced() {
+			// Read once the replica is stopped: it grants nothing more.
+			// The fault window may end meanwhile; the read must not.
+			held = r.heldByReplica(context.WithoutCancel(ctx), c.Replica())
+		}
+		r.bal.struck(faultStop, c.Replica(), held)
+	}
+	c.Freeze(stopped, func() bool {
 		for lease, token := range held {
 			if r.st.latestGrant(lease) > token {
 				return true
@@ -246,6 +295,7 @@ func (r *runner) freezeReplica() {
 		}
 		return len(held) == 0
 	}, r.sc.ReplicaPause)
+	r.bal.resumed()
 }
 
 // drainReplica is the rolling-restart fault: SIGTERM to the first

@@ -10,7 +10,10 @@
 // loadtest/stack, gives a report.Report (package loadtest/report). This
 // package holds the runner, the scenarios, the workers, the baselines and
 // the invariant checks; RunDirect and RunBare are the baselines of the
-// `fencegate loadtest-baseline` child.
+// `fencegate loadtest-baseline` child. Behind a load balancer
+// (stack.WithBalancer) the workers are SDK workers (package client) whose
+// base URL is the balancer, and the report adds the re-serve gaps and the
+// worker-visible errors of the replica faults (report.BalancedFigures).
 package loadtest
 
 import (
@@ -62,6 +65,15 @@ type Scenario struct {
 	// and exit, and starts it again: a rolling restart under load. Workers
 	// re-home to another replica with their tokens. 0: off.
 	DrainReplicaAfter time.Duration `yaml:"drain_replica_after"`
+	// KillReplicaEvery sends SIGKILL to one gateway replica (a child
+	// process) in turn this often, under load, and starts it again at
+	// once on the same port under the same replica name. 0: off. Needs
+	// two or more replicas.
+	KillReplicaEvery time.Duration `yaml:"kill_replica_every"`
+	// RollingRestart restarts every gateway replica in turn once, a
+	// quarter into the run: SIGTERM, its drain and exit, started again
+	// and ready (and back in the balancer's rotation), then the next.
+	RollingRestart bool `yaml:"rolling_restart"`
 	// Body is how workers send batches: "binary" (the compact body the
 	// SDK sends, the default) or "json" (what curl sends).
 	Body string `yaml:"body"`
@@ -158,8 +170,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("kill_gateway_after must be inside the duration")
 	case s.DrainReplicaAfter < 0 || s.DrainReplicaAfter >= s.Duration && s.DrainReplicaAfter != 0:
 		return errors.New("drain_replica_after must be inside the duration")
-	case s.FreezeReplicaEvery < 0:
-		return errors.New("freeze_replica_every must be >= 0")
+	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0:
+		return errors.New("freeze_replica_every and kill_replica_every must be >= 0")
 	case s.FreezeReplicaEvery > 0 && (s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute):
 		// Checked only when the fault is on: its default (3 x TTL) is
 		// over a minute for TTLs of 20 s and more.

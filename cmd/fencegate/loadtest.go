@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	embedded := fs.Bool("embedded", false, "start the whole stack in-process (project Postgres, kfake, gateway, materializer)")
 	child := fs.Bool("gateway-child", false, "with --embedded: run the gateway as a child process (needed by --kill-gateway-after)")
 	replicas := fs.Int("replicas", 1, "with --embedded: gateway replicas; more than 1 runs each as a child process (--freeze-replica-every needs 2)")
+	balancer := fs.String("balancer", "", "with --embedded --replicas 2 or more: a load balancer in front of the replicas, \"haproxy\" (Debian's; deploy/dev/haproxy.sh install); the workers are then SDK workers whose base URL is the balancer, and the worker faults (--freeze-every, --churn-every) are off")
 	var sep stack.SeparateOptions
 	separate := fs.Bool("separate-processes", false, "with --embedded: run the broker, the gateway, the materializer and each baseline as child processes, and report each one's CPU and memory")
 	fs.StringVar(&sep.GatewayDebugListen, "gateway-debug-listen", "", "with --separate-processes: the gateway child's --debug-listen (pprof), e.g. 127.0.0.1:6060")
@@ -65,6 +67,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.FreezeReplicaEvery, "freeze-replica-every", 0, "SIGSTOP one gateway replica this often, mid-batch, while its leases move to another (embedded; starts 2 replicas; 0: off)")
 	fs.DurationVar(&sc.ReplicaPause, "replica-pause", 0, "how long a frozen replica stays stopped (default 3 x TTL)")
 	fs.DurationVar(&sc.DrainReplicaAfter, "drain-replica-after", 0, "SIGTERM the first gateway replica this long into the run, wait for its drain, restart it (embedded; starts 2 replicas; 0: off)")
+	fs.DurationVar(&sc.KillReplicaEvery, "kill-replica-every", 0, "SIGKILL one gateway replica in turn this often, under load, and restart it at once on the same port and replica name (embedded; starts 2 replicas; 0: off)")
+	fs.BoolVar(&sc.RollingRestart, "rolling-restart", false, "a quarter into the run, restart every gateway replica in turn: SIGTERM, drain and exit, restart, ready (and back in the balancer's rotation), next (embedded; starts 2 replicas)")
 	fs.StringVar(&sc.Body, "body", sc.Body, "batch body workers send: binary (as the SDK) or json (as curl)")
 	fs.BoolVar(&sc.MixedFleet, "mixed-fleet", false, "with --embedded (in-process gateway): run direct workers (old binaries: leases through the API, their own producer; one frozen past its TTL) beside the gateway workers on shard:*, walk the rollout observe -> gated -> enforced through the admin API, then apply the ACL plan; the faults and baselines are off")
 	fs.DurationVar(&sc.StateDuration, "state-duration", 0, "with --mixed-fleet: time in each rollout state (default duration/3)")
@@ -82,7 +86,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0) && *replicas < 2 {
+	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0 || sc.KillReplicaEvery > 0 || sc.RollingRestart) && *replicas < 2 {
 		*replicas = 2
 	}
 	kf.brokers = *brokers
@@ -93,6 +97,15 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errors.New("--gateway-arg needs --separate-processes")
 	}
 	stackOpts := []stack.StackOption{stack.WithClients(*clients), stack.WithLimits(caps)}
+	if *balancer != "" {
+		if !*embedded || *replicas < 2 || *separate || sc.MixedFleet {
+			return errors.New("--balancer needs --embedded and --replicas 2 or more (no --separate-processes or --mixed-fleet)")
+		}
+		if *scenario == "" {
+			workerFaultsOff(fs.FlagSet, &sc)
+		}
+		stackOpts = append(stackOpts, stack.WithBalancer(*balancer))
+	}
 	if sc.MixedFleet {
 		if !*embedded || *child || *replicas > 1 || *separate {
 			return errors.New("--mixed-fleet needs --embedded with the in-process gateway (no --gateway-child, --replicas, replica faults or --separate-processes)")
@@ -127,6 +140,20 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errors.New("invariants failed")
 	}
 	return nil
+}
+
+// workerFaultsOff turns off the worker faults that SDK workers (behind a
+// balancer) do not inject, unless the command line asked for them (then
+// the run refuses them, saying why).
+func workerFaultsOff(fs *flag.FlagSet, sc *loadtest.Scenario) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["freeze-every"] {
+		sc.FreezeEvery = 0
+	}
+	if !set["churn-every"] {
+		sc.ChurnEvery = 0
+	}
 }
 
 func openStack(ctx context.Context, embedded, child bool, replicas int, gw string, conn kafkaconn.Config, dbURL, cfgPath, token string, log *slog.Logger, opts []stack.StackOption) (*stack.Stack, error) {

@@ -72,6 +72,9 @@ type Report struct {
 	// Stateful: a --stateful run only (I6 and the naive baseline's gaps
 	// and duplicates).
 	Stateful *StatefulFigures `json:"stateful,omitempty"`
+	// Balanced: a --balancer run only (SDK workers behind a load
+	// balancer, replica faults, re-serve gaps, worker-visible errors).
+	Balanced *BalancedFigures `json:"balanced,omitempty"`
 	// Pass: every invariant and the ledger hold and the gateway accepted no
 	// stale record.
 	Pass bool `json:"pass"`
@@ -216,7 +219,8 @@ func (rep *Report) Finish() {
 	inv := rep.Invariants
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
 		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0 &&
-		(rep.Stateful == nil || rep.Stateful.I6.Pass && rep.Stateful.FencedState.Passed())
+		(rep.Stateful == nil || rep.Stateful.I6.Pass && rep.Stateful.FencedState.Passed()) &&
+		(rep.Balanced == nil || rep.Balanced.Pass)
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -276,6 +280,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	}
 	if rep.Stateful != nil {
 		rep.Stateful.writeMarkdown(w)
+	}
+	if rep.Balanced != nil {
+		rep.Balanced.writeMarkdown(w)
 	}
 	rep.writeColdStart(w)
 	directRate := rep.Throughput.DirectRecordsPerS > 0

@@ -32,6 +32,8 @@ type ChildGateway struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	addr string
+	// replica is its --replica name, the same across restarts.
+	replica string
 }
 
 // StartEmbeddedChild is StartEmbedded with the gateway in a child process
@@ -52,6 +54,12 @@ func StartEmbeddedReplicas(ctx context.Context, serverURL, exe string, n int, lo
 		s.Close()
 		return nil, err
 	}
+	if s.balancerKind != "" {
+		if err := s.startBalancer(ctx, s.childDir); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -60,8 +68,16 @@ func (s *Stack) startChildren(ctx context.Context, exe string, n int, log *slog.
 	if err != nil {
 		return err
 	}
+	s.childDir = filepath.Dir(cfg)
+	credential, err := s.replicaCredential(exe, n)
+	if err != nil {
+		return err
+	}
 	for i := range n {
 		c, err := newChildGateway(s, exe, cfg, fmt.Sprintf("loadtest-replica-%d", i), log)
+		if err == nil && credential != "" {
+			c.args = append(c.args, "--"+replicaCredentialFlag, credential)
+		}
 		if err == nil {
 			err = c.start(ctx)
 		}
@@ -103,7 +119,7 @@ func newChildGateway(s *Stack, exe, cfg, replica string, log *slog.Logger) (*Chi
 	if s.Kafka.SASLPassword != "" {
 		env = append(env, "FENCEGATE_KAFKA_SASL_PASSWORD="+s.Kafka.SASLPassword)
 	}
-	return &ChildGateway{exe: exe, log: log, addr: addr, args: args, env: env}, nil
+	return &ChildGateway{exe: exe, log: log, addr: addr, args: args, env: env, replica: replica}, nil
 }
 
 // kafkaArgs are the serve flags of conn, its password left out (it goes
@@ -172,11 +188,12 @@ func (c *ChildGateway) signal(sig os.Signal) {
 
 // Freeze is the replica-freeze fault: SIGSTOP for at least d and until
 // overtaken reports true or 2d passed (the process sees no time pass on
-// its own, but its monotonic clock moves), then SIGCONT. It always resumes
-// the child.
-func (c *ChildGateway) Freeze(overtaken func() bool, d time.Duration) {
+// its own, but its monotonic clock moves), then SIGCONT. stopped is
+// called once the child is stopped. It always resumes the child.
+func (c *ChildGateway) Freeze(stopped func(), overtaken func() bool, d time.Duration) {
 	c.signal(syscall.SIGSTOP)
 	defer c.signal(syscall.SIGCONT)
+	stopped()
 	ctx := context.Background()
 	wait(ctx, d)
 	for end := time.Now().Add(d); !overtaken() && time.Now().Before(end); {
@@ -214,7 +231,11 @@ func (c *ChildGateway) DrainAndRestart(ctx context.Context, limit time.Duration)
 	return took
 }
 
-// KillAndRestart is the gateway-kill fault.
+// Replica is the child's --replica name (the same after a restart).
+func (c *ChildGateway) Replica() string { return c.replica }
+
+// KillAndRestart is the gateway-kill fault: SIGKILL, then the child
+// started again at once on the same port under the same replica name.
 func (c *ChildGateway) KillAndRestart(ctx context.Context) {
 	c.log.Warn("killing the gateway child with SIGKILL")
 	c.kill()

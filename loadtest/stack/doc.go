@@ -2,7 +2,10 @@
 // on a Postgres server, a broker (kfake in process, or an external
 // cluster), one or more gateways and a materializer, in this process
 // (StartEmbedded, StartEmbeddedOn), with the gateways as child processes
-// that faults can kill, freeze and drain (StartEmbeddedReplicas), or with
+// that faults can kill, freeze and drain (StartEmbeddedReplicas; with
+// WithBalancer, behind an HAProxy child process whose address,
+// BalancerURL, the workers use, and sharing a replica credential so that
+// they forward to the holder), or with
 // every component a child process whose CPU and memory it samples from
 // /proc (StartSeparateProcesses, StartSampling). External describes a
 // running gateway instead.

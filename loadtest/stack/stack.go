@@ -83,6 +83,17 @@ type Stack struct {
 	// separate: every component is a child process whose CPU and memory
 	// the harness samples (StartSeparateProcesses only).
 	separate *separate
+	// balancerKind is the load balancer in front of the children
+	// (WithBalancer; "": none), bal its process, BalancerURL its address:
+	// the workers' base URL.
+	balancerKind string
+	bal          *balancer
+	BalancerURL  string
+	// childDir holds the children's files (config, replica credential,
+	// the balancer's config and socket); forwarding: the children share a
+	// replica credential and forward to the holder.
+	childDir   string
+	forwarding bool
 	// mixed: the mixed fleet's clients, admin API and broker ACLs
 	// (WithMixedFleet).
 	mixed bool
