@@ -264,3 +264,31 @@ func waitForRowLockWaiters(t testing.TB, b *testBundle, tx pgx.Tx, n int) {
 		return waiting >= n, fmt.Sprintf("%d statements waiting on the row lock, want %d", waiting, n)
 	})
 }
+
+// TestFM53_ResumedPastItsBudgetDoesNotBump: replica A stopped after its
+// grant (N) and its producer's first metadata, before its epoch bump, and
+// its clock moved past the handover budget meanwhile (a SIGSTOP: the
+// monotonic clock runs on); B took N+1 and wrote. A resumes: it must not
+// bump the epoch, so B's next batch commits. Calling InitTransactions
+// with A's spent context returned at once and bumped in the background:
+// B was fenced.
+func TestFM53_ResumedPastItsBudgetDoesNotBump(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gate := newGate(gateway.HookConnected, "shard:53")
+	a := b.newReplica(hooks(gate))
+	bb := b.newReplica(nil)
+	done := make(chan reply, 1)
+	go func() { done <- a.acquire(t, "shard:53", "w-a", 2*time.Second) }()
+	gate.wait(t)
+	log := &ackLog{}
+	fresh := b.takeover(t, bb, "shard:53", "w-b")
+	b.mustProduce(t, bb, log, "shard:53", "w-b", fresh, "b-1", 2)
+	a.clock.advance(10 * time.Second) // the stop, as A's own clock saw it
+	gate.open()
+	if rep := <-done; rep.status == http.StatusCreated {
+		t.Fatalf("the late handover was acknowledged: %s", rep.raw)
+	}
+	b.mustProduce(t, bb, log, "shard:53", "w-b", fresh, "b-2", 2)
+	b.checkInvariants(t, "shard:53", log)
+}

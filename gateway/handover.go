@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -221,6 +222,15 @@ func (g *Gateway) bump(ctx context.Context, s *session) error {
 	err := g.stage(ctx, stageConnect, func(ctx context.Context) error { return s.prod.warm(ctx, s.place.Topic) })
 	if err != nil {
 		return err
+	}
+	g.cfg.Hooks.call(HookConnected, s.name, s.token)
+	// Never past the budget, nor for a caller that is gone: called with a
+	// context already done, InitTransactions gets a timeout of "no wait",
+	// returns at once and bumps the epoch in the background anyway,
+	// fencing whichever generation took the lease meanwhile (FM53: a
+	// replica resumed after a stop past its handover budget).
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: handover budget spent before the epoch bump: %w", ErrKafkaUnavailable, err)
 	}
 	err = g.stage(ctx, stageInit, func(ctx context.Context) error {
 		if err := s.prod.p.InitTransactions(ctx); err != nil {

@@ -8,6 +8,9 @@ const (
 	// HookGranted: the Postgres grant exists, no producer yet (handover
 	// step 1 done).
 	HookGranted Hook = "granted"
+	// HookConnected: the producer reached the cluster (metadata), the
+	// epoch bump not yet asked for.
+	HookConnected Hook = "connected"
 	// HookInitialized: InitTransactions returned (the epoch is bumped),
 	// the barrier is not yet written.
 	HookInitialized Hook = "initialized"
