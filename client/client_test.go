@@ -139,6 +139,25 @@ func TestRenewalAsksForANewGeneration(t *testing.T) {
 	}
 }
 
+// TestFM52_UnansweredRenewalIsRetriedInTime: a renewal request nobody
+// answers (a stopped replica, a balancer holding the request there) is
+// given up after one renewal interval and sent again, so the lease lives
+// past its TTL; bounded only by the local deadline, it would hold the
+// lease's whole remaining life and the lease would be lost.
+func TestFM52_UnansweredRenewalIsRetriedInTime(t *testing.T) {
+	f := newFakeGateway(t)
+	f.answer(kRenew, unanswered)
+	l := acquire(t, newClient(t, f, func(c *client.Config) { c.TTL, c.RenewEvery = time.Second, 250*time.Millisecond }))
+	eventually(t, "a second renewal", func() bool { return f.count("renew 1") >= 2 })
+	past := time.Now().Add(1500 * time.Millisecond) // beyond the TTL from the acquire
+	for time.Now().Before(past) {
+		if !open(l) {
+			t.Fatalf("lost after an unanswered renewal: %v; requests %v", l.Err(), f.requests())
+		}
+		time.Sleep(50 * time.Millisecond) // sampling the lease's state over the TTL, not waiting for an event
+	}
+}
+
 // TestRenewalLosesOnLeaseLost: lease_lost and fenced close Lost, and Err
 // carries the gateway's Problem.
 func TestRenewalLosesOnLeaseLost(t *testing.T) {

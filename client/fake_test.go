@@ -166,6 +166,11 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 		if q := f.script[kind]; len(q) > 0 {
 			scripted, f.script[kind] = q[0], q[1:]
 		}
+		if scripted == unanswered {
+			f.mu.Unlock()
+			<-r.Context().Done() // a replica that stopped: no answer until the client gives up
+			return
+		}
 		if scripted == landedThenTransport {
 			f.commitLocked(body.Name, body.Owner, sent, len(body.Records))
 			f.mu.Unlock()
@@ -217,6 +222,10 @@ func (f *fakeGateway) handler(name string) http.HandlerFunc {
 		}
 	}
 }
+
+// unanswered, scripted for a request, never answers it: a stopped
+// replica, or a balancer holding the request there.
+const unanswered = "unanswered"
 
 // landedThenTransport, scripted for a produce, commits the batch and then
 // drops the connection: a batch that landed although the worker never

@@ -293,7 +293,10 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 
 // renew renews the current generation once, following a 421 and asking
 // for a new generation (which is also a renewal) on the spot. Every
-// request ends at the local deadline, or when ctx ends.
+// request ends after one renewal interval, at the local deadline, or when
+// ctx ends, whichever comes first: a replica that stopped answering (or a
+// balancer holding the request there) costs one interval and a retry,
+// not the lease (FM52).
 func (l *Lease) renew(parent context.Context) error {
 	var err error
 	for range 4 {
@@ -303,8 +306,7 @@ func (l *Lease) renew(parent context.Context) error {
 		}
 		ctx, cancel := context.WithDeadline(parent, l.Deadline())
 		start := time.Now()
-		err = l.c.call(ctx, base, http.MethodPatch, "/v1/leases/"+url.PathEscape(l.name),
-			map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "ttl_ms": l.ttl.Milliseconds()}, nil)
+		err = l.patch(ctx, base, token)
 		if err == nil {
 			cancel()
 			l.extend(start)
@@ -337,6 +339,15 @@ func (l *Lease) renew(parent context.Context) error {
 		cancel()
 	}
 	return err
+}
+
+// patch sends one renewal request, bounded by one renewal interval within
+// ctx: a new generation asked for after it keeps ctx's whole bound.
+func (l *Lease) patch(ctx context.Context, base string, token int64) error {
+	ctx, cancel := context.WithTimeout(ctx, l.renewEvery)
+	defer cancel()
+	return l.c.call(ctx, base, http.MethodPatch, "/v1/leases/"+url.PathEscape(l.name),
+		map[string]any{"owner_id": l.c.cfg.Owner, "token": token, "ttl_ms": l.ttl.Milliseconds()}, nil)
 }
 
 // Record is one record to produce; a nil Key or Value is a null one.
