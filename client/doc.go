@@ -46,7 +46,10 @@
 //     successful renewal or grant request plus the TTL, which is never later
 //     than the gateway's expiry. No produce attempt starts after it, and
 //     once it passes the lease is lost (ErrDeadlinePassed, wrapping the last
-//     renewal's error). Renewal requests end at the deadline too.
+//     renewal's error). Each renewal request ends after one renewal
+//     interval, or at the deadline if that is sooner, and is then sent
+//     again: a replica that stopped answering costs an interval, not the
+//     lease.
 //   - One reaction table. Acquire, renewal, Produce and Release read the
 //     same table of answers (the answer table of docs/api.md):
 //     lease_lost and fenced mean lost; generation_ended and not_holder mean
