@@ -1,6 +1,9 @@
 package loadtest
 
-import sdk "github.com/fencegate/fencegate/client"
+import (
+	sdk "github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/verify"
+)
 
 // The layers that answer a produce of a generation a later one overtook.
 const (
@@ -45,4 +48,21 @@ func answerCode(rep reply) string {
 		return "transport"
 	}
 	return rep.problem.Code
+}
+
+// historyAnswer is rep's kind for the history checker, by the SDK's
+// answer table; a 200's offsets go into op.
+func historyAnswer(rep reply, op *verify.Op) verify.Answer {
+	switch sdk.ProduceOutcome(rep.status, rep.problem.Code) {
+	case sdk.OutcomeCommitted:
+		var acked struct {
+			Offsets []int64 `json:"offsets"`
+		}
+		rep.decode(&acked)
+		op.Offsets = acked.Offsets
+		return verify.AnswerCommitted
+	case sdk.OutcomeRefused:
+		return verify.AnswerRefused
+	}
+	return verify.AnswerUnknown
 }

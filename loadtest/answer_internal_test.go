@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sdk "github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // TestTheHarnessClassifiesAsTheSDK: a produce answer, decoded by the
@@ -54,7 +55,7 @@ func TestTheHarnessClassifiesAsTheSDK(t *testing.T) {
 				t.Fatalf("decoded %d %q: the SDK says %v, docs/api.md %v", rep.status, rep.problem.Code, got, tc.want)
 			}
 			st := newStats(1)
-			st.answer("a1", rep, false, false)
+			st.answer("a1", 0, verify.Op{Lease: "shard:1", Token: 1, BatchID: "b"}, rep, false, false)
 			checked := slices.ContainsFunc(st.checked, func(a attemptAnswer) bool { return a.id == "a1" && a.definite })
 			if checked != (tc.want == sdk.OutcomeRefused) {
 				t.Errorf("the harness checks it as definite: %v; the SDK says %v", checked, tc.want)
@@ -80,7 +81,7 @@ func TestNoAnswerIsOutcomeUnknown(t *testing.T) {
 		t.Fatalf("a closed server answered %d (transport %q)", rep.status, rep.transport)
 	}
 	st := newStats(1)
-	st.answer("a1", rep, false, false)
+	st.answer("a1", 0, verify.Op{Lease: "shard:1", Token: 1, BatchID: "b"}, rep, false, false)
 	if len(st.checked) != 0 || layer(rep) != layerTransport || answerCode(rep) != "transport" {
 		t.Errorf("no answer: checked %v, layer %q, counted %q", st.checked, layer(rep), answerCode(rep))
 	}

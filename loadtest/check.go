@@ -21,7 +21,7 @@ func (r *runner) verify(ctx context.Context, rep *report.Report) error {
 		return err
 	}
 	r.checkI2I3(rep, recs)
-	if err := r.checkCommitOrder(rep); err != nil {
+	if err := r.checkWholeLog(rep, recs); err != nil {
 		return err
 	}
 	r.checkI4(rep, recs)
@@ -97,10 +97,11 @@ func (r *runner) checkI2I3(rep *report.Report, recs map[int32][]verify.Record) {
 	rep.Invariants.I3.Pass = rep.Invariants.I3.Violations == 0
 }
 
-// checkCommitOrder adds to I2 what only the whole log shows: commit
-// markers of old generations after a newer barrier, data from an epoch its
-// barrier does not name, records outside transactions.
-func (r *runner) checkCommitOrder(rep *report.Report) error {
+// checkWholeLog adds to I2 what only the whole log shows (commit markers
+// of old generations after a newer barrier, data from an epoch its barrier
+// does not name, records outside transactions), and runs the history
+// checker on every partition (rep.History).
+func (r *runner) checkWholeLog(rep *report.Report, recs map[int32][]verify.Record) error {
 	inv := &rep.Invariants.I2
 	for p := range int32(stack.Partitions) {
 		whole, err := verify.ReadLog(r.stack.Kafka, r.stack.Topic(), p, 60*time.Second)
@@ -110,6 +111,10 @@ func (r *runner) checkCommitOrder(rep *report.Report) error {
 		for _, v := range verify.CommitOrder(whole) {
 			inv.Fail("partition %d (commit order): %s", p, v)
 		}
+		r.st.mu.Lock()
+		ops := r.st.history[p]
+		r.st.mu.Unlock()
+		addHistory(&rep.History, p, verify.CheckHistory(whole, recs[p], ops))
 		// What the log holds where an acknowledged batch is missing.
 		for i, off := range r.lost[p] {
 			if i < 3 {

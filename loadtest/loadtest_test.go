@@ -68,6 +68,8 @@ func TestEmbeddedFreezeAndChurnKeepInvariants(t *testing.T) {
 		t.Fatalf("no frozen worker wrote after a takeover: %+v", g)
 	case g.StaleAccepted != 0:
 		t.Fatalf("the gateway accepted %d stale writes", g.StaleAccepted)
+	case int64(rep.History.Committed) < g.Batches:
+		t.Fatalf("the history checker judged %d committed answers of %d batches: %+v", rep.History.Committed, g.Batches, rep.History)
 	case external:
 		t.Logf("external cluster: baselines and the ambiguity fault off (kfake only)")
 	case rep.Naive.StaleAccepted < 1:

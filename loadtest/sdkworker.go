@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/client/wire"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // A balanced run (a load balancer in front of the replicas) drives them
@@ -238,11 +239,12 @@ func (o *observer) produce(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		rep.transport = err.Error()
 	} else {
-		rep.status = resp.StatusCode
+		rep.status, rep.body = resp.StatusCode, answer
 		if rep.status >= 400 {
 			_ = json.Unmarshal(answer, &rep.problem)
 		}
 	}
-	o.r.st.answer(attempt, rep, staleAtSend, o.r.st.latestGrant(lease) > b.Token)
+	o.r.st.answer(attempt, o.r.partition(lease), verify.Op{Lease: lease, Token: b.Token, BatchID: b.BatchID}, rep,
+		staleAtSend, o.r.st.latestGrant(lease) > b.Token)
 	return resp, err
 }

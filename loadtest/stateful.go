@@ -14,6 +14,7 @@ import (
 	sdk "github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // A stateful worker (Scenario.Stateful) processes its lease's input
@@ -110,7 +111,8 @@ func (w *worker) sendItems(ctx context.Context, r itemRange, token int64) reply 
 	staleAtSend := w.r.st.latestGrant(w.lease) > token
 	ct, body := w.itemBody(r, token, attempt)
 	rep := w.gw.Load().send(ctx, "POST", "/v1/leases/"+w.lease+"/records", ct, body)
-	w.r.st.answer(attempt, rep, staleAtSend, w.r.st.latestGrant(w.lease) > token)
+	w.r.st.answer(attempt, w.r.partition(w.lease), verify.Op{Lease: w.lease, Token: token, BatchID: itemBatchID(r)}, rep,
+		staleAtSend, w.r.st.latestGrant(w.lease) > token)
 	return rep
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // Grant is an acquire the gateway acknowledged (for I4).
@@ -71,6 +72,9 @@ type stats struct {
 	// checked are the attempts whose answer the log must confirm: definite
 	// refusals (nothing committed) and 200s to requests sent stale.
 	checked []attemptAnswer
+	// history is every produce attempt with its answer, by partition, for
+	// the history checker (verify.CheckHistory).
+	history map[int32][]verify.Op
 }
 
 // attemptAnswer is one produce attempt the log is checked against.
@@ -96,7 +100,7 @@ type steadyFigures struct {
 
 func newStats(leases int) *stats {
 	return &stats{start: time.Now(), wantLeases: leases, held: map[string]bool{}, latest: map[string]int64{}, answersByCode: map[string]int64{}, staleByLayer: map[string]int64{},
-		errorsByCall: map[string]int64{}}
+		errorsByCall: map[string]int64{}, history: map[int32][]verify.Op{}}
 }
 
 // error counts a worker error: an answer to call the worker cannot act on.
@@ -113,16 +117,19 @@ func (s *stats) error(call string, rep reply) {
 // nextAttempt names a new produce attempt.
 func (s *stats) nextAttempt() string { return "a" + strconv.FormatInt(s.attempts.Add(1), 10) }
 
-// answer records the answer to attempt. staleAtSend and staleAtAnswer say
-// whether a later generation of the lease was acknowledged before the
-// request was sent, or before its answer came.
-func (s *stats) answer(attempt string, rep reply, staleAtSend, staleAtAnswer bool) {
+// answer records the answer to attempt, a batch of op (lease, token,
+// batch id) on partition. staleAtSend and staleAtAnswer say whether a
+// later generation of the lease was acknowledged before the request was
+// sent, or before its answer came.
+func (s *stats) answer(attempt string, partition int32, op verify.Op, rep reply, staleAtSend, staleAtAnswer bool) {
 	l := layer(rep)
 	if l == layerBrokerFence {
 		s.fenced()
 	}
+	op.Answer = historyAnswer(rep, &op)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.history[partition] = append(s.history[partition], op)
 	s.answersByCode[answerCode(rep)]++
 	if a := (attemptAnswer{id: attempt, definite: definite(rep), staleOK: staleAtSend && rep.status == 200}); a.definite || a.staleOK {
 		s.checked = append(s.checked, a)

@@ -15,6 +15,7 @@ import (
 	sdk "github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/loadtest/stack"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // client speaks the gateway's v1 API. Lease calls (acquire, renew,
@@ -288,7 +289,8 @@ func (w *worker) send(ctx context.Context, batch string) reply {
 	staleAtSend := w.r.st.latestGrant(w.lease) > w.token
 	ct, body := w.batchBody(batch, attempt)
 	rep := w.gw.Load().send(ctx, "POST", "/v1/leases/"+w.lease+"/records", ct, body)
-	w.r.st.answer(attempt, rep, staleAtSend, w.r.st.latestGrant(w.lease) > w.token)
+	w.r.st.answer(attempt, w.r.partition(w.lease), verify.Op{Lease: w.lease, Token: w.token, BatchID: batch}, rep,
+		staleAtSend, w.r.st.latestGrant(w.lease) > w.token)
 	return rep
 }
 

@@ -21,6 +21,7 @@ type Report struct {
 		I4 Invariant `json:"I4"`
 	} `json:"invariants"`
 	Ledger     LedgerCheck    `json:"ledger"`
+	History    History        `json:"history"`
 	Gateway    GatewayFigures `json:"gateway"`
 	Direct     DirectFigures  `json:"direct"`
 	Naive      NaiveFigures   `json:"naive"`
@@ -217,7 +218,7 @@ func (rep *Report) Finish() {
 		return
 	}
 	inv := rep.Invariants
-	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass &&
+	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && rep.Ledger.Pass && rep.History.Pass() &&
 		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0 &&
 		(rep.Stateful == nil || rep.Stateful.I6.Pass && rep.Stateful.FencedState.Passed()) &&
 		(rep.Balanced == nil || rep.Balanced.Pass)
@@ -306,6 +307,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "sessions left after the run: %s; process threads before/after: %s\n",
 		rep.sessionsLeft().Text, rep.threads("%d/%d").Text)
 	rep.writeProcesses(w)
+	rep.History.write(w)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {
 		for _, ex := range inv.Examples {
 			fmt.Fprintf(w, "- %s\n", ex)

@@ -1,0 +1,42 @@
+package report
+
+import (
+	"fmt"
+	"io"
+)
+
+// History is the history checker's verdict over the run's partitions
+// (verify.CheckHistory): every produce attempt's answer and every read
+// checked against the whole log, markers included.
+type History struct {
+	Answers       int `json:"answers"`
+	Committed     int `json:"committed"`
+	Refused       int `json:"refused"`
+	Unknown       int `json:"unknown"`
+	UnknownLanded int `json:"unknown_landed"`
+	// The findings: each must be 0 for the run to pass.
+	AbortedReads     int `json:"aborted_reads"`
+	LostWrites       int `json:"lost_writes"`
+	RefusedCommitted int `json:"refused_committed"`
+	Duplicates       int `json:"duplicates"`
+	DelayedCommits   int `json:"delayed_commits"`
+	// Retried counts records committed under more than one generation
+	// (retried after an unknown outcome): allowed, the ledger keeps one.
+	Retried  int      `json:"retried"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// Pass says whether the history found nothing.
+func (h History) Pass() bool {
+	return h.AbortedReads+h.LostWrites+h.RefusedCommitted+h.Duplicates+h.DelayedCommits == 0
+}
+
+func (h History) write(w io.Writer) {
+	fmt.Fprintf(w, "history: %d answers (%d committed, %d refused, %d unknown, %d of them landed); aborted reads %d, lost writes %d, "+
+		"definite refusals committed %d, duplicates in a generation %d, delayed commits %d; retried under a new generation %d\n",
+		h.Answers, h.Committed, h.Refused, h.Unknown, h.UnknownLanded, h.AbortedReads, h.LostWrites,
+		h.RefusedCommitted, h.Duplicates, h.DelayedCommits, h.Retried)
+	for _, ex := range h.Examples {
+		fmt.Fprintf(w, "- %s\n", ex)
+	}
+}
