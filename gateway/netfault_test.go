@@ -116,7 +116,7 @@ func (w *faultedWorker) regenerate() {
 }
 
 // proxiedBroker is a bundle whose broker is reached through fault proxies.
-func proxiedBroker(t *testing.T) (*testBundle, *kafkatest.Links) {
+func proxiedBroker(t *testing.T) (*testBundle, *netfault.Links) {
 	b := setup(t)
 	k, links := kafkatest.StartProxied(t, topic, partitions)
 	b.useKafka(k)

@@ -19,6 +19,7 @@ func (r *runner) report() *report.Report {
 		rep.Scenario.MaxInFlight, rep.Scenario.MaxInFlightPerClient = caps.MaxInFlight, caps.MaxInFlightPerClient
 	}
 	st := r.st
+	rep.NetFault = r.netFaultFigures()
 	rep.Gateway = report.GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
 		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),

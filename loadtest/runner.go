@@ -174,6 +174,9 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
 	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.HoldNextEndTxn(stack.CommitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
+	if err := r.netFaults(fctx, &faults); err != nil {
+		return err
+	}
 	// Behind a balancer the freezes end before the run, as the other
 	// replica faults do, so that every lease's re-serve gap is measured.
 	freezeCtx := pctx

@@ -51,6 +51,14 @@ type Scenario struct {
 	// gateway's commit timeout, so the generation ends and the worker asks
 	// for a new one. 0: off. Embedded only.
 	AmbiguityEvery time.Duration `yaml:"ambiguity_every"`
+	// NetFault applies a network fault (NetFaultKinds) to NetFaultLink
+	// (broker, postgres or all) every NetFaultEvery for NetFaultFor
+	// (default 2 s), through the stack's fault proxies (the in-process
+	// gateway; --net-fault). "": off.
+	NetFault      string        `yaml:"net_fault"`
+	NetFaultLink  string        `yaml:"net_fault_link"`
+	NetFaultEvery time.Duration `yaml:"net_fault_every"`
+	NetFaultFor   time.Duration `yaml:"net_fault_for"`
 	// KillGatewayAfter kills -9 the gateway child process once, then
 	// restarts it. 0: off. Embedded with GatewayChild only.
 	KillGatewayAfter time.Duration `yaml:"kill_gateway_after"`
@@ -144,6 +152,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.MixedFleet && s.DirectWorkers == 0 {
 		s.DirectWorkers = 2
+	}
+	if err := s.validateNetFault(); err != nil {
+		return err
 	}
 	switch {
 	case s.MixedFleet && (s.StateDuration < s.TTL || s.StateDuration > time.Hour):

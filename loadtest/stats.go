@@ -75,6 +75,8 @@ type stats struct {
 	// history is every produce attempt with its answer, by partition, for
 	// the history checker (verify.CheckHistory).
 	history map[int32][]verify.Op
+	// netFaultEnds are when each network fault ended (--net-fault).
+	netFaultEnds []time.Time
 }
 
 // attemptAnswer is one produce attempt the log is checked against.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"golang.org/x/term"
 
@@ -74,6 +75,10 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.StateDuration, "state-duration", 0, "with --mixed-fleet: time in each rollout state (default duration/3)")
 	fs.IntVar(&sc.DirectWorkers, "direct-workers", 0, "with --mixed-fleet: direct workers, one lease each (default 2)")
 	fs.BoolVar(&sc.Stateful, "stateful", false, "stateful workers: each lease processes items 0, 1, ... resuming from its checkpoint after every new generation (each batch carries items i..j and the checkpoint j+1); checks I6 (each item once, in order, in the ledger) and runs the naive baseline stateful (its resume point apart from its writes)")
+	fs.StringVar(&sc.NetFault, "net-fault", "", "with --embedded (in-process gateway): apply a network fault through fault proxies on the stack's links, one of "+strings.Join(loadtest.NetFaultKinds, ", ")+" (off when empty)")
+	fs.StringVar(&sc.NetFaultLink, "net-fault-link", "all", "the links --net-fault cuts: broker (every client's broker connections), postgres (the gateway's and materializer's), or all")
+	fs.DurationVar(&sc.NetFaultEvery, "net-fault-every", 0, "how often --net-fault applies its fault (default 5 x --net-fault-for)")
+	fs.DurationVar(&sc.NetFaultFor, "net-fault-for", loadtest.DefaultNetFaultFor, "how long each --net-fault lasts")
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {
@@ -105,6 +110,12 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			workerFaultsOff(fs.FlagSet, &sc)
 		}
 		stackOpts = append(stackOpts, stack.WithBalancer(*balancer))
+	}
+	if sc.NetFault != "" {
+		if !*embedded || *child || *replicas > 1 || *separate {
+			return errors.New("--net-fault needs --embedded with the in-process gateway (no --gateway-child, --replicas or --separate-processes)")
+		}
+		stackOpts = append(stackOpts, stack.WithNetFaults())
 	}
 	if sc.MixedFleet {
 		if !*embedded || *child || *replicas > 1 || *separate {

@@ -20,6 +20,7 @@ package netfault
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -136,3 +137,71 @@ func For(d time.Duration, fault func() (undo func())) <-chan struct{} {
 	time.AfterFunc(d, func() { undo(); close(done) })
 	return done
 }
+
+// Links are the fault proxies in front of a cluster's brokers, one each,
+// in the order the brokers started.
+type Links struct {
+	mu    sync.Mutex
+	links []*Link
+}
+
+// All returns the links.
+func (l *Links) All() []*Link {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*Link(nil), l.links...)
+}
+
+// Each applies fault to every link and returns what undoes them all.
+func (l *Links) Each(fault func(*Link) (undo func())) (undo func()) {
+	var undos []func()
+	for _, k := range l.All() {
+		undos = append(undos, fault(k))
+	}
+	return func() {
+		for _, u := range undos {
+			u()
+		}
+	}
+}
+
+// Close stops every proxy.
+func (l *Links) Close() {
+	for _, k := range l.All() {
+		k.Close()
+	}
+}
+
+// Listen is a kfake ListenFn (kfake.ListenFn(links.Listen)): each broker
+// listens where kfake asks and advertises a fault proxy in front of it
+// (kfake advertises its listener's address), added to links; every
+// client then reaches the broker through the proxy.
+func (l *Links) Listen(network, addr string) (net.Listener, error) {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	k, err := New("broker", ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	at, err := net.ResolveTCPAddr("tcp", k.Addr)
+	if err != nil {
+		ln.Close()
+		k.Close()
+		return nil, err
+	}
+	l.mu.Lock()
+	l.links = append(l.links, k)
+	l.mu.Unlock()
+	return advertised{Listener: ln, at: at}, nil
+}
+
+// advertised is a listener that reports its proxy's address.
+type advertised struct {
+	net.Listener
+	at net.Addr
+}
+
+func (a advertised) Addr() net.Addr { return a.at }

@@ -40,3 +40,25 @@ func (h History) write(w io.Writer) {
 		fmt.Fprintf(w, "- %s\n", ex)
 	}
 }
+
+// NetFault is what the run's network faults were (--net-fault) and how
+// the fleet recovered: the time from each fault's end to the first batch
+// acknowledged after it, at most.
+type NetFault struct {
+	Kind               string  `json:"kind"`
+	Link               string  `json:"link"`
+	EverySeconds       float64 `json:"every_s"`
+	ForSeconds         float64 `json:"for_s"`
+	Rounds             int     `json:"rounds"`
+	RecoveryMaxSeconds float64 `json:"recovery_max_s"`
+	// Unrecovered counts faults after which no batch was acknowledged.
+	Unrecovered int `json:"unrecovered"`
+}
+
+func (n *NetFault) write(w io.Writer) {
+	if n == nil {
+		return
+	}
+	fmt.Fprintf(w, "network fault: %s on %s for %.1fs every %.1fs, %d rounds; recovery (fault end to the next acknowledged batch) at most %.2fs; rounds never recovered %d\n",
+		n.Kind, n.Link, n.ForSeconds, n.EverySeconds, n.Rounds, n.RecoveryMaxSeconds, n.Unrecovered)
+}

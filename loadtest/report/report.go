@@ -22,6 +22,7 @@ type Report struct {
 	} `json:"invariants"`
 	Ledger     LedgerCheck    `json:"ledger"`
 	History    History        `json:"history"`
+	NetFault   *NetFault      `json:"net_fault,omitempty"`
 	Gateway    GatewayFigures `json:"gateway"`
 	Direct     DirectFigures  `json:"direct"`
 	Naive      NaiveFigures   `json:"naive"`
@@ -307,6 +308,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "sessions left after the run: %s; process threads before/after: %s\n",
 		rep.sessionsLeft().Text, rep.threads("%d/%d").Text)
 	rep.writeProcesses(w)
+	rep.NetFault.write(w)
 	rep.History.write(w)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {
 		for _, ex := range inv.Examples {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/netfault"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/materializer"
@@ -97,6 +98,11 @@ type Stack struct {
 	// mixed: the mixed fleet's clients, admin API and broker ACLs
 	// (WithMixedFleet).
 	mixed bool
+	// brokerLinks, pgLink and faultPool are the fault proxies and the
+	// components' pool through them (WithNetFaults).
+	brokerLinks *netfault.Links
+	pgLink      *netfault.Link
+	faultPool   *pgxpool.Pool
 }
 
 // StackOption configures a stack that the harness starts (StartEmbedded,
@@ -322,10 +328,10 @@ func StartEmbeddedOn(ctx context.Context, serverURL string, k ExternalKafka, log
 	if s.Router, err = txnmap.NewRouter(k.Prefix, []txnmap.Route{{Pattern: "shard:*", Topic: k.LeaseTopic, Partitions: Partitions}}); err != nil {
 		return nil, err
 	}
-	if err := s.startGateway(log); err != nil {
+	if err := s.startGateway(s.Pool, log); err != nil {
 		return nil, err
 	}
-	if err := s.startMaterializer(ctx, log); err != nil {
+	if err := s.startMaterializer(ctx, s.Pool, log); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -353,6 +359,10 @@ func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, with
 	if s.mixed {
 		copts = append(copts, mixedClusterOpts()...)
 	}
+	if s.brokerLinks != nil {
+		copts = append(copts, kfake.ListenFn(s.brokerLinks.Listen))
+		s.closers = append(s.closers, s.brokerLinks.Close)
+	}
 	cluster, err := kfake.NewCluster(copts...)
 	if err != nil {
 		return nil, err
@@ -366,12 +376,16 @@ func startEmbedded(ctx context.Context, serverURL string, log *slog.Logger, with
 	if s.Router, err = NewRouter(); err != nil {
 		return nil, err
 	}
+	pool, err := s.componentPool(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if withGateway {
-		if err := s.startGateway(log); err != nil {
+		if err := s.startGateway(pool, log); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.startMaterializer(ctx, log); err != nil {
+	if err := s.startMaterializer(ctx, pool, log); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -411,8 +425,8 @@ func (s *Stack) freshDatabase(ctx context.Context, serverURL string) error {
 	return err
 }
 
-func (s *Stack) startGateway(log *slog.Logger) error {
-	store, err := leasestore.New(s.Pool, leasestore.Config{ValidateName: txnmap.ValidateName})
+func (s *Stack) startGateway(pool *pgxpool.Pool, log *slog.Logger) error {
+	store, err := leasestore.New(pool, leasestore.Config{ValidateName: txnmap.ValidateName})
 	if err != nil {
 		return err
 	}
@@ -427,7 +441,7 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 		return err
 	}
 	g, err := gateway.New(store, s.Router, gateway.Config{Replica: "loadtest-gateway",
-		Kafka: gateway.KafkaConfig{Config: s.Kafka}, BarrierKey: []byte(barrierKey), Ledger: s.Pool,
+		Kafka: gateway.KafkaConfig{Config: s.Kafka}, BarrierKey: []byte(barrierKey), Ledger: pool,
 		CommitTimeout: CommitTimeout, Logger: log.With("component", "gateway")})
 	if err != nil {
 		return err
@@ -462,15 +476,15 @@ func (s *Stack) startGateway(log *slog.Logger) error {
 	return nil
 }
 
-func (s *Stack) startMaterializer(ctx context.Context, log *slog.Logger) error {
-	m, err := materializer.New(s.Pool, s.Router, materializer.Config{Kafka: s.Kafka,
+func (s *Stack) startMaterializer(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
+	m, err := materializer.New(pool, s.Router, materializer.Config{Kafka: s.Kafka,
 		BarrierKey: []byte(barrierKey), Logger: log.With("component", "materializer")})
 	if err != nil {
 		return err
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
-	go func() { done <- m.Run(mctx) }()
+	go func() { done <- supervise(mctx, m.Run, log) }()
 	s.closers = append(s.closers, func() {
 		cancel()
 		if err := <-done; err != nil {

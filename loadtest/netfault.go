@@ -1,0 +1,123 @@
+package loadtest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/netfault"
+	"github.com/fencegate/fencegate/loadtest/report"
+)
+
+// NetFaultKinds are the faults --net-fault applies: bytes dropped both
+// ways with no reset (blackhole), replies dropped only (halfopen), every
+// connection reset (reset), 200 ± 100 ms each way (latency), 64 KiB/s
+// each way (bandwidth).
+var NetFaultKinds = []string{"blackhole", "halfopen", "reset", "latency", "bandwidth"}
+
+// NetFaultLinks are the links --net-fault-link names.
+var NetFaultLinks = []string{"broker", "postgres", "all"}
+
+// DefaultNetFaultFor is how long each fault lasts by default.
+const DefaultNetFaultFor = 2 * time.Second
+
+func (s *Scenario) validateNetFault() error {
+	if s.NetFault == "" {
+		return nil
+	}
+	s.NetFaultLink = cmp.Or(s.NetFaultLink, "all")
+	s.NetFaultFor = cmp.Or(s.NetFaultFor, DefaultNetFaultFor)
+	s.NetFaultEvery = cmp.Or(s.NetFaultEvery, 5*s.NetFaultFor)
+	switch {
+	case !slices.Contains(NetFaultKinds, s.NetFault):
+		return fmt.Errorf("net_fault must be one of %v", NetFaultKinds)
+	case !slices.Contains(NetFaultLinks, s.NetFaultLink):
+		return fmt.Errorf("net_fault_link must be one of %v", NetFaultLinks)
+	case s.NetFaultFor <= 0 || s.NetFaultEvery <= s.NetFaultFor:
+		return errors.New("net_fault_every must be longer than net_fault_for")
+	}
+	return nil
+}
+
+// netFault is the undo-returning fault of kind on one link.
+func netFault(kind string, l *netfault.Link) func() {
+	switch kind {
+	case "blackhole":
+		return l.Blackhole(netfault.Both)
+	case "halfopen":
+		return l.Blackhole(netfault.Downstream)
+	case "reset":
+		return l.Reset()
+	case "latency":
+		return l.Latency(netfault.Both, 200*time.Millisecond, 100*time.Millisecond)
+	}
+	return l.Bandwidth(netfault.Both, 64)
+}
+
+// netFaults applies the scenario's network fault every NetFaultEvery for
+// NetFaultFor until ctx ends, and records when each one ended.
+func (r *runner) netFaults(ctx context.Context, wg *sync.WaitGroup) error {
+	if r.sc.NetFault == "" {
+		return nil
+	}
+	brokers, pg := r.stack.NetLinks()
+	if brokers == nil {
+		return errors.New("--net-fault needs the embedded stack with its in-process gateway (no --replicas, --gateway-child or --separate-processes)")
+	}
+	apply := func() func() {
+		var undos []func()
+		if r.sc.NetFaultLink != "postgres" {
+			undos = append(undos, brokers.Each(func(l *netfault.Link) func() { return netFault(r.sc.NetFault, l) }))
+		}
+		if r.sc.NetFaultLink != "broker" {
+			undos = append(undos, netFault(r.sc.NetFault, pg))
+		}
+		return func() {
+			for _, u := range undos {
+				u()
+			}
+		}
+	}
+	r.every(ctx, wg, r.sc.NetFaultEvery, func() {
+		undo := apply()
+		wait(ctx, r.sc.NetFaultFor)
+		undo()
+		r.st.mu.Lock()
+		r.st.netFaultEnds = append(r.st.netFaultEnds, time.Now())
+		r.st.mu.Unlock()
+	})
+	return nil
+}
+
+// netFaultFigures are the report's figures of the network faults: rounds,
+// and the recovery after each (from the fault's end to the first batch
+// acknowledged after it).
+func (r *runner) netFaultFigures() *report.NetFault {
+	if r.sc.NetFault == "" {
+		return nil
+	}
+	r.st.mu.Lock()
+	ends := append([]time.Time(nil), r.st.netFaultEnds...)
+	acks := make([]time.Time, 0, len(r.st.acked))
+	for _, b := range r.st.acked {
+		acks = append(acks, b.At)
+	}
+	r.st.mu.Unlock()
+	sort.Slice(acks, func(i, j int) bool { return acks[i].Before(acks[j]) })
+	nf := &report.NetFault{Kind: r.sc.NetFault, Link: r.sc.NetFaultLink, Rounds: len(ends),
+		EverySeconds: r.sc.NetFaultEvery.Seconds(), ForSeconds: r.sc.NetFaultFor.Seconds()}
+	for _, end := range ends {
+		i := sort.Search(len(acks), func(i int) bool { return acks[i].After(end) })
+		if i == len(acks) {
+			nf.Unrecovered++
+			continue
+		}
+		nf.RecoveryMaxSeconds = max(nf.RecoveryMaxSeconds, acks[i].Sub(end).Seconds())
+	}
+	return nf
+}
