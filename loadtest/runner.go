@@ -118,7 +118,7 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	rep := r.report()
 	rep.Run = runInfo(started, opts.Command)
 	rep.MaterializerPaused = pause
-	addPhase(rep, "gateway", usage)
+	r.addGatewayPhase(rep, usage)
 	if err := r.verify(ctx, rep); err != nil {
 		return rep, err
 	}
@@ -148,6 +148,7 @@ func (r *runner) gatewayPhase(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, r.sc.Duration)
 	defer cancel()
 	r.st = newStats(r.sc.Leases)
+	r.endAtColdStart(pctx, cancel)
 	var wg sync.WaitGroup
 	r.startWorkers(pctx, &wg)
 	var faults sync.WaitGroup
