@@ -67,9 +67,6 @@ type stats struct {
 	allBatchedAt          time.Time
 	allBatched            chan struct{}
 	handoversAtAllBatched int64
-	// stoppedAt is when a cold-start run ended its phase (zero: it ran
-	// its Duration).
-	stoppedAt time.Time
 	// errorsByCall counts worker errors by call and answer, for example
 	// "acquire too_many_requests".
 	errorsByCall map[string]int64

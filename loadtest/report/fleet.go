@@ -104,8 +104,9 @@ func (rep *Report) fleetLines() []string {
 	s := f.Steady
 	cold := "replicas' CPU per handover: " + notMeasured + " (not every lease wrote within the run)"
 	if c.FirstBatchSeconds >= 0 && c.HandoversToFirstBatch > 0 {
-		cold = fmt.Sprintf("replicas' CPU per handover: %.1f ms in the cold start (all of it), %s net of the leases already held",
-			f.Cold.GatewayMsPerHandover, measured(f.Cold.NetMsPerHandover > 0, "%.1f ms", f.Cold.NetMsPerHandover).Text)
+		cold = fmt.Sprintf("replicas' CPU per handover: %s in the cold start (all of it), %s net of the leases already held",
+			measured(f.Cold.GatewayMsPerHandover > 0, "%.1f ms", f.Cold.GatewayMsPerHandover).Text,
+			measured(f.Cold.NetMsPerHandover > 0, "%.1f ms", f.Cold.NetMsPerHandover).Text)
 	}
 	out := []string{"\n" + cold}
 	if s.Seconds > 0 {
