@@ -80,3 +80,30 @@ func runEmbedded(t *testing.T, sc loadtest.Scenario) *report.Report {
 	}
 	return rep
 }
+
+// TestBatchEveryIsTheRateAsAnInterval: batch_every sets the rate every
+// paced loop reads; a rate that disagrees with it is refused, and so is a
+// negative interval.
+func TestBatchEveryIsTheRateAsAnInterval(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		rate    float64
+		every   time.Duration
+		wantErr bool
+		want    float64
+	}{
+		{"every alone", 0, 2 * time.Second, false, 0.5},
+		{"rate alone", 3, 0, false, 3},
+		{"both agree", 0.5, 2 * time.Second, false, 0.5},
+		{"both disagree", 3, 2 * time.Second, true, 0},
+		{"negative", 0, -time.Second, true, 0},
+	} {
+		s := loadtest.Defaults()
+		s.Rate, s.BatchEvery = tc.rate, tc.every
+		err := s.Validate()
+		if (err != nil) != tc.wantErr || err == nil && s.Rate != tc.want {
+			t.Errorf("%s: rate %.2f, err %v; want rate %.2f, error %v", tc.name, s.Rate, err, tc.want, tc.wantErr)
+		}
+	}
+}
