@@ -15,7 +15,7 @@
 # 75; DURATION overrides the whole length). Then, unless COLD=0, a cold
 # start of COLD_LEASES (default: the largest LEASES) alone: all acquire at
 # once and the run ends when every lease has had its first batch
-# acknowledged.
+# acknowledged. RUN=0 only prints the summary of the runs in OUTDIR.
 #
 # Prints one row per run: the machine's busy cores over the run (from
 # /proc/stat: other work on the machine included) beside the cores of the
@@ -23,8 +23,10 @@
 # and summed), the broker's and the harness's, batches/s achieved against
 # the target, batch / renew / handover p50 and p99 (ms, steady state),
 # peak RSS per replica, worker errors; then the least-squares line of the
-# replicas' summed steady cores against the leases (the slope is the CPU of
-# one live lease) and the cost per batch and per handover. Writes
+# replicas' summed steady cores against the leases over the runs that were
+# not saturated (95% of their target batches/s or more; the slope is the
+# CPU of one live lease at this pacing) and the cost per batch and per
+# handover. Writes
 # OUTDIR/ramp-N.json (and .html, .txt) and OUTDIR/cold-N.json. Needs `make
 # build` (or FG=path/to/fencegate) and deploy/dev/pg.sh start.
 set -euo pipefail
@@ -60,13 +62,14 @@ run() {
 }
 
 for n in "${leases[@]}"; do
+  [ "${RUN:-1}" != 0 ] || break
   # About 25 handovers a second per replica on two shared cores (the
   # cold starts in BENCHMARKS.md), with room for a slower one.
   d=${DURATION:-$(( ${STEADY:-75} + 20 + n / 25 ))s}
   run "ramp-$n" "$n" --duration "$d"
 done
 cold=${COLD_LEASES:-${leases[-1]}}
-if [ "${COLD:-1}" != 0 ]; then
+if [ "${COLD:-1}" != 0 ] && [ "${RUN:-1}" != 0 ]; then
   run "cold-$cold" "$cold" --cold-start --duration "${COLD_DURATION:-300s}"
 fi
 
@@ -89,15 +92,17 @@ echo
 # The line through (leases, summed steady cores): the slope is the cores of
 # one live lease at this pacing; over its batches it is the CPU per batch.
 for n in "${leases[@]}"; do
-  jq -r '"\(.scenario.leases) \(.fleet.gateways.steady_cores) \(.fleet.broker.steady_cores) \(.fleet.steady.batches_per_s) \(.fleet.cold_start.net_cpu_ms_per_handover)"' "$out/ramp-$n.json"
+  jq -r '"\(.scenario.leases) \(.fleet.gateways.steady_cores) \(.fleet.broker.steady_cores) \(.fleet.steady.batches_per_s) \(.fleet.cold_start.net_cpu_ms_per_handover) \(.scenario.rate)"' "$out/ramp-$n.json"
 done | awk '
-  { n++; x[n] = $1; y[n] = $2; z[n] = $3; bps[n] = $4; h[n] = $5 }
+  $2 == 0 { printf "%d leases: no steady state (not every lease was granted within the run): left out of the line\n", $1; next }
+  $4 < 0.95 * $1 * $6 { printf "%d leases: saturated (%.0f batches/s of %.0f): left out of the line; net replica CPU per handover in its cold start %.1f ms\n", $1, $4, $1 * $6, $5; next }
+  { n++; x[n] = $1; y[n] = $2; z[n] = $3; rate = $6; h[n] = $5 }
   END {
     if (n < 2) { print "one point: no slope"; exit }
     for (i = 1; i <= n; i++) { sx += x[i]; sy += y[i]; sz += z[i]; sxx += x[i] * x[i]; sxy += x[i] * y[i]; sxz += x[i] * z[i] }
     b = (n * sxy - sx * sy) / (n * sxx - sx * sx); a = (sy - b * sx) / n
     bz = (n * sxz - sx * sz) / (n * sxx - sx * sx)
-    perlease = bps[n] / x[n]
+    perlease = rate
     printf "replicas (summed) steady cores = %.3f + %.6f x leases over %d runs\n", a, b, n
     printf "per live lease: %.3f ms of replica CPU per second; per batch (at %.2f batches/s per lease): %.2f ms; broker %.2f ms per batch\n", 1000 * b, perlease, 1000 * b / perlease, 1000 * bz / perlease
     for (i = 1; i <= n; i++) printf "  %d leases: net replica CPU per handover in its cold start %.1f ms\n", x[i], h[i]
