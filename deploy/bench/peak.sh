@@ -80,6 +80,7 @@ printf '%-6s %-14s %-28s %-6s %-6s %-6s %-15s %-13s %-13s %-15s %-15s %-6s\n' le
   machine/ours gateways-steady-cores sum broker harn batches/s-target batch-p50/99 renew-p50/99 handover-p50/99 rss-MiB errors
 for n in "${leases[@]}"; do
   f=$out/ramp-$n.json
+  [ -s "$f" ] || continue
   jq -r --arg m "$(cat "$out/ramp-$n.machine")" '
     def r(x): (x * 100 | round) / 100;
     def ms(q): "\(q.p50 | round)/\(q.p99 | round)";
@@ -95,6 +96,7 @@ echo
 # The line through (leases, summed steady cores): the slope is the cores of
 # one live lease at this pacing; over its batches it is the CPU per batch.
 for n in "${leases[@]}"; do
+  [ -s "$out/ramp-$n.json" ] || continue
   jq -r '"\(.scenario.leases) \(.fleet.gateways.steady_cores) \(.fleet.broker.steady_cores) \(.fleet.steady.batches_per_s) \(.fleet.cold_start.net_cpu_ms_per_handover) \(.scenario.rate)"' "$out/ramp-$n.json"
 done | awk '
   $2 == 0 { printf "%d leases: no steady state (not every lease was granted within the run): left out of the line\n", $1; next }
