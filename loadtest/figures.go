@@ -14,13 +14,14 @@ func (r *runner) report() *report.Report {
 	rep.Scenario = report.ScenarioFigures{Leases: sc.Leases, WorkersPerLease: sc.WorkersPerLease, BatchSize: sc.BatchSize,
 		RecordSize: sc.RecordSize, Rate: sc.Rate, DurationS: sc.Duration.Seconds(), TTLMs: sc.TTL.Milliseconds(),
 		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds(),
-		Clients: r.stack.Clients(), Stateful: sc.Stateful}
+		Clients: r.stack.Clients(), Stateful: sc.Stateful, BatchEveryS: sc.BatchEvery.Seconds(), ColdStart: sc.ColdStart}
+	rep.Ledger.NotChecked = !r.stack.Materialize
 	if caps, ok := r.stack.InFlightCaps(); ok { // a gateway the harness started
 		rep.Scenario.MaxInFlight, rep.Scenario.MaxInFlightPerClient = caps.MaxInFlight, caps.MaxInFlightPerClient
 	}
 	st := r.st
 	rep.NetFault = r.netFaultFigures()
-	rep.Gateway = report.GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: sc.Duration.Seconds(),
+	rep.Gateway = report.GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: r.phaseSeconds(),
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
 		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),
 		Replicas: len(r.stack.URLs()), ReplicaFreezes: st.replicaFreezes.Load(),
@@ -32,8 +33,37 @@ func (r *runner) report() *report.Report {
 	rep.LatencyMs.Handover = report.QuantilesOf(&st.handover)
 	rep.LatencyMs.Renew = report.QuantilesOf(&st.renew)
 	rep.Timeline = st.seconds()
-	splitAtSteady(rep, st, sc.Duration)
+	splitAtSteady(rep, st, time.Duration(rep.Gateway.Seconds*float64(time.Second)))
+	firstBatches(rep, st)
 	return rep
+}
+
+// phaseSeconds is the gateway phase's length: its Duration, or for a
+// cold-start run that ended when every lease had written, until then.
+func (r *runner) phaseSeconds() float64 {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	if r.sc.ColdStart && !r.st.allBatchedAt.IsZero() {
+		return r.st.allBatchedAt.Sub(r.st.start).Seconds()
+	}
+	return r.sc.Duration.Seconds()
+}
+
+// firstBatches fills rep's cold start with when every lease had its
+// first batch acknowledged, and the handovers until then.
+func firstBatches(rep *report.Report, st *stats) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := &rep.ColdStart
+	c.FirstBatchSeconds = -1
+	if st.allBatchedAt.IsZero() {
+		return
+	}
+	c.FirstBatchSeconds = st.allBatchedAt.Sub(st.start).Seconds()
+	c.HandoversToFirstBatch = st.handoversAtAllBatched
+	if c.FirstBatchSeconds > 0 {
+		c.HandoversPerS = float64(c.HandoversToFirstBatch) / c.FirstBatchSeconds
+	}
 }
 
 // splitAtSteady fills rep's ColdStart and Steady from the stats of a gateway

@@ -128,7 +128,7 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	}
 	rep.Run = runInfo(started, opts.Command)
 	rep.MaterializerPaused = pause
-	addPhase(rep, "gateway", usage)
+	r.addGatewayPhase(rep, usage)
 	if err := r.verify(ctx, rep); err != nil {
 		return rep, err
 	}
@@ -159,6 +159,7 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, r.sc.Duration)
 	defer cancel()
 	r.st = newStats(r.sc.Leases)
+	r.endAtColdStart(pctx, cancel)
 	var wg sync.WaitGroup
 	if r.balanced() {
 		if err := r.startSDKWorkers(pctx, &wg); err != nil {

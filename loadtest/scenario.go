@@ -35,9 +35,19 @@ type Scenario struct {
 	BatchSize  int `yaml:"batch_size"`
 	RecordSize int `yaml:"record_size"`
 	// Rate is the target batches/s per lease; 0 is open loop.
-	Rate     float64       `yaml:"rate"`
-	Duration time.Duration `yaml:"duration"`
-	TTL      time.Duration `yaml:"ttl"`
+	Rate float64 `yaml:"rate"`
+	// BatchEvery paces each worker at one batch every BatchEvery instead
+	// of as fast as it can (0: Rate decides). It is Rate written as an
+	// interval: Validate sets Rate to 1/BatchEvery, so every loop that
+	// paces by Rate paces by it.
+	BatchEvery time.Duration `yaml:"batch_every"`
+	// ColdStart ends the gateway phase once every lease has had its first
+	// batch acknowledged (Duration bounds it): all workers acquire at once
+	// at the start, and the run measures how long until every lease
+	// writes, the handovers per second meanwhile and what they cost.
+	ColdStart bool          `yaml:"cold_start"`
+	Duration  time.Duration `yaml:"duration"`
+	TTL       time.Duration `yaml:"ttl"`
 	// RenewEvery is the renewal interval of holders (default TTL/3).
 	RenewEvery time.Duration `yaml:"renew_every"`
 	// Freeze: every FreezeEvery one holder stops renewing, sleeps past its
@@ -135,6 +145,9 @@ func LoadScenario(path string) (Scenario, error) {
 	return s, s.Validate()
 }
 
+// rateOf is the batches/s per lease of one batch every d.
+func rateOf(d time.Duration) float64 { return float64(time.Second) / float64(d) }
+
 // Validate checks bounds: the harness only ever targets loopback, and
 // every loop is bounded.
 func (s *Scenario) Validate() error {
@@ -146,6 +159,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Body == "" {
 		s.Body = BodyBinary
+	}
+	if s.BatchEvery > 0 && s.Rate == 0 {
+		s.Rate = rateOf(s.BatchEvery)
 	}
 	if s.MixedFleet && s.StateDuration == 0 {
 		s.StateDuration = s.Duration / 3
@@ -165,6 +181,10 @@ func (s *Scenario) Validate() error {
 		return errors.New("stateful and mixed_fleet do not combine")
 	case s.Body != BodyBinary && s.Body != BodyJSON:
 		return errors.New("body must be binary or json")
+	case s.BatchEvery < 0 || s.BatchEvery > time.Hour:
+		return errors.New("batch_every must be in [0, 1h]")
+	case s.BatchEvery > 0 && s.Rate != rateOf(s.BatchEvery):
+		return errors.New("give rate or batch_every, not both")
 	case s.Leases < 1 || s.Leases > 10000:
 		return errors.New("leases must be 1..10000")
 	case s.WorkersPerLease < 1 || s.WorkersPerLease > 16:

@@ -60,6 +60,14 @@ type stats struct {
 	coldHandover report.Histogram
 	coldErrors   atomic.Int64
 	steadyStats  steadyFigures
+	// batched are the leases with an acknowledged batch; allBatchedAt is
+	// when the last of them had its first (zero: not yet), and
+	// allBatched is closed then; handoversAtAllBatched are the handovers
+	// until that moment. Under mu.
+	batched               map[string]bool
+	allBatchedAt          time.Time
+	allBatched            chan struct{}
+	handoversAtAllBatched int64
 	// errorsByCall counts worker errors by call and answer, for example
 	// "acquire too_many_requests".
 	errorsByCall map[string]int64
@@ -102,7 +110,7 @@ type steadyFigures struct {
 
 func newStats(leases int) *stats {
 	return &stats{start: time.Now(), wantLeases: leases, held: map[string]bool{}, latest: map[string]int64{}, answersByCode: map[string]int64{}, staleByLayer: map[string]int64{},
-		errorsByCall: map[string]int64{}, history: map[int32][]verify.Op{}}
+		errorsByCall: map[string]int64{}, history: map[int32][]verify.Op{}, batched: map[string]bool{}, allBatched: make(chan struct{})}
 }
 
 // error counts a worker error: an answer to call the worker cannot act on.
@@ -166,10 +174,25 @@ func (s *stats) batch(b AckedBatch, records int, took time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.acked = append(s.acked, b)
+	s.firstBatch(b.Lease)
 	sl := s.slot(time.Now())
 	sl.Records += int64(records)
 	sl.Batches++
 	sl.hist.Record(took)
+}
+
+// firstBatch notes that lease has an acknowledged batch, and when every
+// lease has one, the moment and the handovers until then. Under mu.
+func (s *stats) firstBatch(lease string) {
+	if s.batched[lease] || !s.allBatchedAt.IsZero() {
+		return
+	}
+	s.batched[lease] = true
+	if len(s.batched) >= s.wantLeases {
+		s.allBatchedAt = time.Now()
+		s.handoversAtAllBatched = s.handovers.Load()
+		close(s.allBatched)
+	}
 }
 
 func (s *stats) grant(g Grant, took time.Duration) {

@@ -137,7 +137,7 @@ func (w *worker) run(ctx context.Context) {
 		case time.Now().Before(next):
 			// Paced: sleep until the batch is due, but never past a renewal
 			// or a fault's check.
-			wait(ctx, min(time.Until(next), time.Until(renewDue), 100*time.Millisecond))
+			wait(ctx, min(time.Until(next), time.Until(renewDue), w.r.flagPoll()))
 		default:
 			w.produce(ctx)
 			next = w.r.nextBatch(next)
@@ -352,6 +352,18 @@ func (w *worker) frozen(ctx context.Context) {
 		w.send(ctx, fmt.Sprintf("%s/stale-%d", w.id, old))
 	}
 	w.owned.Store(false)
+}
+
+// flagPoll is how long a paced worker sleeps at most before it looks at
+// its fault flags again (freeze, churn). With those faults off it sleeps
+// until its batch or its renewal is due: thousands of paced workers waking
+// ten times a second each would cost the harness a share of the cores it
+// shares with the gateways it measures.
+func (r *runner) flagPoll() time.Duration {
+	if r.sc.FreezeEvery > 0 || r.sc.ChurnEvery > 0 {
+		return 100 * time.Millisecond
+	}
+	return time.Hour
 }
 
 // wait pauses for d or until ctx ends; the harness paces load, it does not

@@ -28,7 +28,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	replicas := fs.Int("replicas", 1, "with --embedded: gateway replicas; more than 1 runs each as a child process (--freeze-replica-every needs 2)")
 	balancer := fs.String("balancer", "", "with --embedded --replicas 2 or more: a load balancer in front of the replicas, \"haproxy\" (Debian's; deploy/dev/haproxy.sh install); the workers are then SDK workers whose base URL is the balancer, and the worker faults (--freeze-every, --churn-every) are off")
 	var sep stack.SeparateOptions
-	separate := fs.Bool("separate-processes", false, "with --embedded: run the broker, the gateway, the materializer and each baseline as child processes, and report each one's CPU and memory")
+	separate := fs.Bool("separate-processes", false, "with --embedded: run the broker, the gateway (--replicas N: N of them), the materializer and each baseline as child processes, and report each one's CPU and memory")
+	materializer := fs.Bool("materializer", true, "with --separate-processes: run the materializer child (false: none, and the ledger is not checked; for runs that measure the gateways)")
 	fs.StringVar(&sep.GatewayDebugListen, "gateway-debug-listen", "", "with --separate-processes: the gateway child's --debug-listen (pprof), e.g. 127.0.0.1:6060")
 	fs.BoolVar(&sep.PauseMaterializer, "pause-materializer", false, "with --separate-processes: stop the materializer (SIGSTOP) during the gateway phase, as it is during the direct baseline; the ledger is checked after it caught up")
 	fs.IntVar(&sep.BareProducers, "bare-producers", 8, "with --separate-processes: producers of the bare-producer yardstick run after the direct baseline (0: none)")
@@ -58,6 +59,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&sc.BatchSize, "batch-size", sc.BatchSize, "records per batch")
 	fs.IntVar(&sc.RecordSize, "record-size", sc.RecordSize, "bytes per record")
 	fs.Float64Var(&sc.Rate, "rate", sc.Rate, "target batches/s per lease (0: open loop)")
+	fs.DurationVar(&sc.BatchEvery, "batch-every", sc.BatchEvery, "pace each worker at one batch every this long (the rate as an interval; 0: --rate decides)")
+	fs.BoolVar(&sc.ColdStart, "cold-start", sc.ColdStart, "end the gateway phase once every lease has had its first batch acknowledged (--duration bounds it): a cold start of all leases at once, timed, with its handovers per second and their CPU")
 	fs.DurationVar(&sc.Duration, "duration", sc.Duration, "gateway phase duration (each baseline runs half of it)")
 	fs.DurationVar(&sc.TTL, "ttl", sc.TTL, "lease TTL")
 	fs.DurationVar(&sc.RenewEvery, "renew-every", 0, "renew interval (default TTL/3)")
@@ -100,6 +103,10 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if len(sep.GatewayArgs) > 0 && !*separate {
 		return errors.New("--gateway-arg needs --separate-processes")
+	}
+	sep.NoMaterializer = !*materializer
+	if sep.NoMaterializer && (!*separate || sep.PauseMaterializer || sc.Stateful) {
+		return errors.New("--materializer=false needs --separate-processes, and no --pause-materializer or --stateful")
 	}
 	stackOpts := []stack.StackOption{stack.WithClients(*clients), stack.WithLimits(caps)}
 	if *balancer != "" {
@@ -193,9 +200,10 @@ func openStack(ctx context.Context, embedded, child bool, replicas int, gw strin
 
 // openSeparate starts the stack with every component in a child process.
 func openSeparate(ctx context.Context, embedded, child bool, replicas int, dbURL string, opts stack.SeparateOptions, log *slog.Logger, stackOpts []stack.StackOption) (*stack.Stack, error) {
-	if !embedded || child || replicas > 1 {
-		return nil, errors.New("--separate-processes needs --embedded and one replica (no --gateway-child, --replicas or replica faults)")
+	if !embedded || child {
+		return nil, errors.New("--separate-processes needs --embedded (and no --gateway-child: the gateways are children already)")
 	}
+	opts.Replicas = replicas
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err

@@ -304,10 +304,7 @@ type statefulView struct {
 
 func (rep *Report) view() view {
 	s := rep.Scenario
-	rate := text("open loop (as fast as possible)")
-	if s.Rate > 0 {
-		rate = text(fmt.Sprintf("%s batches/s per lease", num(s.Rate)))
-	}
+	rate := text(s.pacing())
 	v := view{Pass: verdict(rep.Pass), Run: rep.Run.cells(), Mixed: rep.Mixed}
 	v.Scenario = [][2]cell{
 		{text("leases x workers per lease"), text(fmt.Sprintf("%d x %d", s.Leases, s.WorkersPerLease))},
@@ -345,7 +342,9 @@ func (rep *Report) view() view {
 		{text("sessions left after the run"), rep.sessionsLeft()},
 		{text("process threads before / after"), rep.threads("%d / %d")},
 	}
+	v.Gateway = append(v.Gateway, [2]cell{text("cold start"), text(rep.firstBatches())})
 	v.Gateway = append(v.Gateway, rep.processCells()...)
+	v.Gateway = append(v.Gateway, rep.fleetCells()...)
 	tl := wholeSeconds(rep.Timeline, rep.Scenario.DurationS)
 	always := func(f func(Second) float64) func(Second) (float64, bool) {
 		return func(s Second) (float64, bool) { return f(s), true }
@@ -449,7 +448,8 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:
 <table><tr><th class="l">invariant</th><th class="l">meaning</th><th>result</th><th>checked</th><th>violations</th></tr>
 {{range .Invariants}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Means}}</td><td class="{{if .Inv.Pass}}pass{{else}}fail{{end}}">{{if .Inv.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Inv.Checked}}</td><td>{{n .Inv.Violations}}</td></tr>
 {{range .Inv.Examples}}<tr><td class="l fail" colspan="5">example: {{.}}</td></tr>{{end}}{{end}}
-<tr><td class="l">ledger = acknowledged batches</td><td class="l">the materializer's ledger holds each acknowledged batch once (missing {{.Ledger.Missing}}, duplicated {{.Ledger.Duplicated}}, unacknowledged extra {{.Ledger.Extra}})</td><td class="{{if .Ledger.Pass}}pass{{else}}fail{{end}}">{{if .Ledger.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Ledger.AckedBatches}}</td><td>{{n .Ledger.Missing}}</td></tr>
+{{if .Ledger.NotChecked}}<tr><td class="l">ledger = acknowledged batches</td><td class="l">no materializer ran: no ledger to compare</td><td class="nm">not measured</td><td></td><td></td></tr>
+{{else}}<tr><td class="l">ledger = acknowledged batches</td><td class="l">the materializer's ledger holds each acknowledged batch once (missing {{.Ledger.Missing}}, duplicated {{.Ledger.Duplicated}}, unacknowledged extra {{.Ledger.Extra}})</td><td class="{{if .Ledger.Pass}}pass{{else}}fail{{end}}">{{if .Ledger.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Ledger.AckedBatches}}</td><td>{{n .Ledger.Missing}}</td></tr>{{end}}
 </table>
 {{with .Stateful}}
 <h2>Stateful workers: I6 exactly-once processing: <span class="{{.Verdict.Class}}">{{.Verdict.Text}}</span></h2>

@@ -28,6 +28,9 @@ type LedgerCheck struct {
 	// Extra are ledger batches nobody acknowledged (an ambiguous commit
 	// that landed; allowed).
 	Extra int `json:"extra"`
+	// NotChecked: no materializer ran (--materializer=false), so there is
+	// no ledger to compare; the verdict leaves it out.
+	NotChecked bool `json:"not_checked,omitempty"`
 }
 
 // InvariantText is an invariant's name and statement as docs/design.md

@@ -17,9 +17,49 @@ const (
 	ProcBare         = "bare"
 )
 
+// ReplicaProc is the process name of gateway replica i of n: ProcGateway
+// when it is the only one, "gateway-<i>" otherwise.
+func ReplicaProc(i, n int) string {
+	if n <= 1 {
+		return ProcGateway
+	}
+	return fmt.Sprintf("%s-%d", ProcGateway, i)
+}
+
+// isGateway reports whether the process name is a gateway replica's.
+func isGateway(name string) bool {
+	return name == ProcGateway || strings.HasPrefix(name, ProcGateway+"-")
+}
+
+// gatewayNames are the gateway replicas among names, in order.
+func gatewayNames[V any](names map[string]V) []string {
+	var out []string
+	for n := range names {
+		if isGateway(n) {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) < len(out[j]) // gateway-2 before gateway-10
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// gatewayCPU is the CPU seconds of every gateway replica in cpu.
+func gatewayCPU(cpu map[string]float64) float64 {
+	var sum float64
+	for _, n := range gatewayNames(cpu) {
+		sum += cpu[n]
+	}
+	return sum
+}
+
 // CPUFigures attribute CPU to processes (separate processes only).
 type CPUFigures struct {
-	// GatewaySecondsPerGiB is the gateway process's CPU seconds in the
+	// GatewaySecondsPerGiB is the gateway processes' CPU seconds in the
 	// gateway phase per GiB of record values acknowledged;
 	// DirectSecondsPerGiB the direct baseline process's (its whole life)
 	// per GiB it committed; BareSecondsPerGiB the bare-producer
@@ -80,7 +120,7 @@ func (rep *Report) finishCPU() {
 		}
 		return cpu / (float64(records) * float64(rep.Scenario.RecordSize) / gib)
 	}
-	c.GatewaySecondsPerGiB = perGiB(c.Phases["gateway"].CPU[ProcGateway], rep.Gateway.Records)
+	c.GatewaySecondsPerGiB = perGiB(gatewayCPU(c.Phases["gateway"].CPU), rep.Gateway.Records)
 	c.DirectSecondsPerGiB = perGiB(c.Phases["direct"].CPU[ProcDirect], rep.Direct.Records)
 	if c.DirectSecondsPerGiB > 0 {
 		c.RatioGatewayDirect = c.GatewaySecondsPerGiB / c.DirectSecondsPerGiB
@@ -112,7 +152,7 @@ func (rep *Report) writeProcesses(w io.Writer) {
 		}
 		return fmt.Sprintf("%.1f (%.2f)", v, v/p.Seconds)
 	}
-	for _, proc := range []string{ProcGateway, ProcBroker, ProcMaterializer, ProcHarness, ProcDirect, ProcBare} {
+	for _, proc := range append(gatewayNames(rep.RSSMiB), ProcBroker, ProcMaterializer, ProcHarness, ProcDirect, ProcBare) {
 		if _, ok := rep.RSSMiB[proc]; !ok {
 			continue
 		}

@@ -69,6 +69,16 @@ type SeparateOptions struct {
 	// the direct baseline, runs without a reader of its topic on the
 	// broker; the ledger is checked once it has caught up.
 	PauseMaterializer bool
+	// Replicas is the number of gateway child processes (0 or 1: one,
+	// named report.ProcGateway; more: report.ReplicaProc's names), each
+	// with its CPU and memory in the report. Only the first gets
+	// GatewayDebugListen.
+	Replicas int
+	// NoMaterializer starts no materializer: the broker has no reader of
+	// the lease topic besides the checks after the run, and the ledger is
+	// not checked (the report says so). For runs that measure the
+	// gateways, whose ledger would otherwise take a share of the cores.
+	NoMaterializer bool
 }
 
 // separate is what the harness needs of the children besides the gateway.
@@ -102,7 +112,8 @@ func (s *Stack) SignalMaterializer(sig syscall.Signal) error {
 
 // StartSeparateProcesses is StartEmbedded with every component in a child
 // process started from exe (the fencegate binary): a fresh database on
-// serverURL's server, a kfake broker, one gateway and a materializer.
+// serverURL's server, a kfake broker, one gateway (opts.Replicas: more)
+// and a materializer (opts.NoMaterializer: none).
 func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts SeparateOptions, log *slog.Logger, stackOpts ...StackOption) (*Stack, error) {
 	s, err := newStack(stackOpts)
 	if err != nil {
@@ -134,31 +145,38 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	}
 	s.closers = append(s.closers, broker.stop)
 	s.Kafka = kafkaconn.Config{Brokers: broker.addr}
-	c, err := newChildGateway(s, exe, cfg, "loadtest-replica-0", log)
-	if err != nil {
-		return nil, err
+	sep.procs = []Process{{report.ProcBroker, broker.pid}}
+	n := max(opts.Replicas, 1)
+	for i := range n {
+		c, err := newChildGateway(s, exe, cfg, fmt.Sprintf("loadtest-replica-%d", i), log)
+		if err != nil {
+			return nil, err
+		}
+		if opts.GatewayDebugListen != "" && i == 0 {
+			c.args = append(c.args, "--debug-listen", opts.GatewayDebugListen)
+		}
+		c.args = append(c.args, opts.GatewayArgs...)
+		if err := c.start(ctx); err != nil {
+			c.stop()
+			return nil, err
+		}
+		s.children = append(s.children, c)
+		s.GatewayURLs = append(s.GatewayURLs, "http://"+c.addr)
+		s.closers = append(s.closers, c.stop)
+		sep.procs = append(sep.procs, Process{report.ReplicaProc(i, n), c.pid})
 	}
-	if opts.GatewayDebugListen != "" {
-		c.args = append(c.args, "--debug-listen", opts.GatewayDebugListen)
-	}
-	c.args = append(c.args, opts.GatewayArgs...)
-	if err := c.start(ctx); err != nil {
-		c.stop()
-		return nil, err
-	}
-	s.children = append(s.children, c)
-	s.GatewayURLs = append(s.GatewayURLs, "http://"+c.addr)
 	s.GatewayURL = s.GatewayURLs[0]
-	s.closers = append(s.closers, c.stop)
-	mat, err := startMaterializerChild(ctx, s, exe, cfg)
-	if err != nil {
-		return nil, err
+	if opts.NoMaterializer {
+		s.Materialize = false
+	} else {
+		mat, err := startMaterializerChild(ctx, s, exe, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, mat.stop)
+		sep.procs = append(sep.procs, Process{report.ProcMaterializer, mat.pid})
 	}
-	s.closers = append(s.closers, mat.stop)
-	sep.procs = []Process{
-		{report.ProcBroker, broker.pid}, {report.ProcGateway, c.pid}, {report.ProcMaterializer, mat.pid},
-		{report.ProcHarness, os.Getpid},
-	}
+	sep.procs = append(sep.procs, Process{report.ProcHarness, os.Getpid})
 	s.separate = sep
 	ok = true
 	return s, nil
@@ -317,17 +335,39 @@ type Sampler struct {
 	last  map[string][2]int64 // name -> pid, ticks at the last sample
 	ticks map[string]int64    // ticks in this phase
 	rssKB map[string]int64    // peak
-	stopc chan struct{}
-	done  chan struct{}
+	// series are the CPU seconds by process so far at each sample, for
+	// the figures of a window inside the phase (Usage.CPUBetween).
+	series []CPUSample
+	stopc  chan struct{}
+	done   chan struct{}
+}
+
+// sampledProcesses are the processes a Sampler reads: the separate
+// processes' children, or the gateway replicas that run as children and
+// the harness (which then holds the broker and the materializer); none
+// when everything runs in this process.
+func (s *Stack) sampledProcesses() []Process {
+	if s.separate != nil {
+		return s.separate.procs
+	}
+	if len(s.children) == 0 {
+		return nil
+	}
+	var out []Process
+	for i, c := range s.children {
+		out = append(out, Process{report.ReplicaProc(i, len(s.children)), c.pid})
+	}
+	return append(out, Process{report.ProcHarness, os.Getpid})
 }
 
 // StartSampling samples the stack's processes (and extra) until Stop; nil
-// when the stack's components do not run as separate processes.
+// when the stack's components all run in this process.
 func (s *Stack) StartSampling(extra ...Process) *Sampler {
-	if s.separate == nil {
+	procs := s.sampledProcesses()
+	if procs == nil {
 		return nil
 	}
-	sm := &Sampler{procs: append(append([]Process{}, s.separate.procs...), extra...), start: time.Now(),
+	sm := &Sampler{procs: append(append([]Process{}, procs...), extra...), start: time.Now(),
 		last: map[string][2]int64{}, ticks: map[string]int64{}, rssKB: map[string]int64{},
 		stopc: make(chan struct{}), done: make(chan struct{})}
 	sm.sample(true)
@@ -374,6 +414,17 @@ func (sm *Sampler) sample(first bool) {
 			sm.rssKB[p.Name] = kb
 		}
 	}
+	cpu := make(map[string]float64, len(sm.ticks))
+	for name, t := range sm.ticks {
+		cpu[name] = float64(t) / clockTicks
+	}
+	sm.series = append(sm.series, CPUSample{At: time.Now(), CPU: cpu})
+}
+
+// CPUSample is the CPU seconds by process from the start of a phase to At.
+type CPUSample struct {
+	At  time.Time
+	CPU map[string]float64
 }
 
 // Usage is what a Sampler measured over one phase.
@@ -381,6 +432,42 @@ type Usage struct {
 	Seconds float64
 	CPU     map[string]float64 // CPU seconds by process
 	RSSKB   map[string]int64   // peak
+	// Series are the samples of the phase, oldest first.
+	Series []CPUSample
+}
+
+// CPUBetween returns the CPU seconds by process between the samples
+// nearest to from and to (samples are samplePeriod apart), and the
+// seconds between those samples (nil and 0 when they are the same one).
+func (u *Usage) CPUBetween(from, to time.Time) (map[string]float64, float64) {
+	first, last := u.nearest(from), u.nearest(to)
+	if first == nil || !last.At.After(first.At) {
+		return nil, 0
+	}
+	out := map[string]float64{}
+	for name, v := range last.CPU {
+		out[name] = v - first.CPU[name]
+	}
+	return out, last.At.Sub(first.At).Seconds()
+}
+
+// nearest is the sample nearest to t (nil: none).
+func (u *Usage) nearest(t time.Time) *CPUSample {
+	var best *CPUSample
+	for i := range u.Series {
+		s := &u.Series[i]
+		if best == nil || abs(s.At.Sub(t)) < abs(best.At.Sub(t)) {
+			best = s
+		}
+	}
+	return best
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 // Stop takes a last sample and returns the phase's figures (nil Sampler:
@@ -392,7 +479,7 @@ func (sm *Sampler) Stop() *Usage {
 	close(sm.stopc)
 	<-sm.done
 	sm.sample(false)
-	u := &Usage{Seconds: time.Since(sm.start).Seconds(), CPU: map[string]float64{}, RSSKB: sm.rssKB}
+	u := &Usage{Seconds: time.Since(sm.start).Seconds(), CPU: map[string]float64{}, RSSKB: sm.rssKB, Series: sm.series}
 	for _, p := range sm.procs {
 		u.CPU[p.Name] = float64(sm.ticks[p.Name]) / clockTicks
 	}
