@@ -47,7 +47,10 @@ type History struct {
 	// offsets at or below the highest offset read.
 	LostWrites []Op
 	// RefusedCommitted are batches answered with a definite refusal that
-	// are committed under the token they were sent with.
+	// are committed under the token they were sent with, when no other
+	// attempt of that batch and token was answered committed or unknown (a
+	// retry refused after an attempt that may have landed says nothing of
+	// that attempt: the refusal is of the retry).
 	RefusedCommitted []Op
 	// Duplicates are data records (lease, token, batch, seq) committed
 	// more than once: one generation committed one batch twice.
@@ -104,8 +107,15 @@ func (h *History) judge(ops []Op, read []Record, landed map[string]int) {
 		byOffset[r.Offset] = r
 		high = max(high, r.Offset)
 	}
+	mayHave := map[string]bool{} // a batch and token one of whose attempts may have landed
 	for _, op := range ops {
-		in := landed[recordKey(op.Lease, op.Token, op.BatchID, 0)] > 0
+		if op.Answer != AnswerRefused {
+			mayHave[recordKey(op.Lease, op.Token, op.BatchID, 0)] = true
+		}
+	}
+	for _, op := range ops {
+		key := recordKey(op.Lease, op.Token, op.BatchID, 0)
+		in := landed[key] > 0
 		switch op.Answer {
 		case AnswerCommitted:
 			h.Committed++
@@ -114,7 +124,7 @@ func (h *History) judge(ops []Op, read []Record, landed map[string]int) {
 			}
 		case AnswerRefused:
 			h.Refused++
-			if in {
+			if in && !mayHave[key] {
 				h.RefusedCommitted = append(h.RefusedCommitted, op)
 			}
 		default:

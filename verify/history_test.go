@@ -65,6 +65,8 @@ func TestCheckHistory(t *testing.T) {
 		{"aborted read", []string{"B1", "C", "D1:b1", "A"}, []int64{2}, nil, nil, "transaction that did not commit", "aborted reads 1"},
 		{"lost write", []string{"B1", "C", "D1:b1", "C", "D1:b2", "C"}, nil, []int64{2}, []Op{op("b1", 1, AnswerCommitted, 2)}, "lost write", "lost writes 1"},
 		{"definite refusal committed", []string{"B1", "C", "D1:b1", "C"}, nil, nil, []Op{op("b1", 1, AnswerRefused)}, "answered a definite refusal", ""},
+		{"a retry refused after an attempt that landed", []string{"B1", "C", "D1:b1", "C"}, nil, nil,
+			[]Op{op("b1", 1, AnswerUnknown), op("b1", 1, AnswerRefused)}, "", "1 of them landed"},
 		{"duplicate in one generation", []string{"B1", "C", "D1:b1", "C", "D1:b1", "C"}, nil, nil, nil, "committed more than once", "duplicates 1"},
 		{"delayed commit", []string{"B1", "C", "D1:b1", "B2", "C", "C"}, nil, nil, nil, "after the barrier of token 2", "delayed commits 1"},
 	}
