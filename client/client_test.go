@@ -149,12 +149,10 @@ func TestFM52_UnansweredRenewalIsRetriedInTime(t *testing.T) {
 	f.answer(kRenew, unanswered)
 	l := acquire(t, newClient(t, f, func(c *client.Config) { c.TTL, c.RenewEvery = time.Second, 250*time.Millisecond }))
 	eventually(t, "a second renewal", func() bool { return f.count("renew 1") >= 2 })
-	past := time.Now().Add(1500 * time.Millisecond) // beyond the TTL from the acquire
-	for time.Now().Before(past) {
-		if !open(l) {
-			t.Fatalf("lost after an unanswered renewal: %v; requests %v", l.Err(), f.requests())
-		}
-		time.Sleep(50 * time.Millisecond) // sampling the lease's state over the TTL, not waiting for an event
+	select { // until beyond the TTL from the acquire, Lost must stay open
+	case <-l.Lost():
+		t.Fatalf("lost after an unanswered renewal: %v; requests %v", l.Err(), f.requests())
+	case <-time.After(1500 * time.Millisecond):
 	}
 }
 

@@ -156,6 +156,23 @@ func faultAtCommit(t *testing.T, b *testBundle, lease string, fault func() (heal
 	return w, a
 }
 
+// recovers asserts that a (the answer of a batch caught by a fault at its
+// commit) is outcome unknown, then has the worker take a new generation,
+// write b1 and b2, and checks every answer against the log, which it
+// returns.
+func (w *faultedWorker) recovers(a answer, fault string) []verify.Record {
+	w.t.Helper()
+	if got := client.ProduceOutcome(a.status, a.code); got != client.OutcomeUnknown {
+		w.t.Fatalf("a commit into %s answered %d %s (%s), want outcome unknown", fault, a.status, a.code, got)
+	}
+	w.regenerate()
+	w.write("b1")
+	w.write("b2")
+	recs := w.b.checkInvariants(w.t, w.name, w.log)
+	w.b.truthful(w.t, w.name, recs, w.answers)
+	return recs
+}
+
 // TestFM60_BrokerPartitionedAtCommit: the broker's link drops every byte
 // (no reset) between a batch's records and its commit. The answer is
 // outcome unknown (the commit's reply cannot come), never 200 and never a
@@ -163,14 +180,8 @@ func faultAtCommit(t *testing.T, b *testBundle, lease string, fault func() (heal
 // commits the batch, and the log agrees with every answer.
 func TestFM60_BrokerPartitionedAtCommit(t *testing.T) {
 	t.Parallel()
-	b, w, a := brokerFaultAtCommit(t, func(l *netfault.Link) func() { return l.Blackhole(netfault.Both) })
-	if got := client.ProduceOutcome(a.status, a.code); got != client.OutcomeUnknown {
-		t.Fatalf("a commit into a partitioned broker answered %d %s (%s), want outcome unknown", a.status, a.code, got)
-	}
-	w.regenerate()
-	w.write("b1")
-	w.write("b2")
-	b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
+	_, w, a := brokerFaultAtCommit(t, func(l *netfault.Link) func() { return l.Blackhole(netfault.Both) })
+	w.recovers(a, "a partitioned broker")
 }
 
 // TestFM61_BrokerRepliesLostAtCommit: the link is half-open, requests
@@ -180,14 +191,8 @@ func TestFM60_BrokerPartitionedAtCommit(t *testing.T) {
 // would have denied.
 func TestFM61_BrokerRepliesLostAtCommit(t *testing.T) {
 	t.Parallel()
-	b, w, a := brokerFaultAtCommit(t, func(l *netfault.Link) func() { return l.Blackhole(netfault.Downstream) })
-	if got := client.ProduceOutcome(a.status, a.code); got != client.OutcomeUnknown {
-		t.Fatalf("a commit whose reply was lost answered %d %s (%s), want outcome unknown", a.status, a.code, got)
-	}
-	w.regenerate()
-	w.write("b1")
-	recs := b.checkInvariants(t, w.name, w.log)
-	b.truthful(t, w.name, recs, w.answers)
+	_, w, a := brokerFaultAtCommit(t, func(l *netfault.Link) func() { return l.Blackhole(netfault.Downstream) })
+	recs := w.recovers(a, "a broker whose replies were lost")
 	t.Logf("batch b1 of the lost reply in the log: %v", batchRecords(recs, "b1") > 2)
 }
 
@@ -394,13 +399,7 @@ func TestFM66_BrokerRestartedMidTransaction(t *testing.T) {
 	t.Parallel()
 	b, p := brokerProcess(t)
 	w, a := faultAtCommit(t, b, "shard:66", func() func() { p.Stop(); return p.Start })
-	if got := client.ProduceOutcome(a.status, a.code); got != client.OutcomeUnknown {
-		t.Fatalf("a commit into a stopped broker answered %d %s (%s), want outcome unknown", a.status, a.code, got)
-	}
-	w.regenerate()
-	w.write("b1")
-	w.write("b2")
-	b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
+	w.recovers(a, "a stopped broker")
 }
 
 // TestFM66_BrokerKilledBetweenBatches: the broker is killed with SIGKILL

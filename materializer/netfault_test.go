@@ -59,9 +59,7 @@ func TestFM67_MaterializerLinksCutAndHealed(t *testing.T) {
 		func() func() { return pg.Blackhole(netfault.Downstream) },
 	}
 	for _, fault := range faults {
-		undo := fault()
-		time.Sleep(time.Second) // the fault's window, not a wait for an event
-		undo()
+		<-netfault.For(time.Second, fault) // each fault's window, then healed
 		last = b.workload()
 	}
 	b.waitPosition(b.db, 1, last+1, make(chan error))
