@@ -69,7 +69,7 @@ func (s *Stack) startChildren(ctx context.Context, exe string, n int, log *slog.
 		return err
 	}
 	s.childDir = filepath.Dir(cfg)
-	credential, err := s.replicaCredential(exe, n)
+	credential, err := s.replicaCredential(n)
 	if err != nil {
 		return err
 	}

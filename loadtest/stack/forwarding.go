@@ -1,14 +1,10 @@
 package stack
 
 import (
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"time"
 )
 
 // replicaCredentialFlag is serve's flag naming the file of the secret the
@@ -18,10 +14,9 @@ const replicaCredentialFlag = "replica-credential-file"
 
 // replicaCredential writes the replicas' shared secret (32 random bytes,
 // hex) to a file of the children's directory and returns its path, for
-// two replicas or more whose binary exe knows the flag; "" otherwise:
-// the replicas answer 421 with holder_url, which the SDK follows.
-func (s *Stack) replicaCredential(exe string, n int) (string, error) {
-	if n < 2 || !serveHasFlag(exe, replicaCredentialFlag) {
+// two replicas or more; "" for one (nothing to forward to).
+func (s *Stack) replicaCredential(n int) (string, error) {
+	if n < 2 {
 		return "", nil
 	}
 	b := make([]byte, 32)
@@ -34,14 +29,6 @@ func (s *Stack) replicaCredential(exe string, n int) (string, error) {
 	}
 	s.forwarding = true
 	return path, nil
-}
-
-// serveHasFlag reports whether `exe serve -h` lists flag.
-func serveHasFlag(exe, flag string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, _ := exec.CommandContext(ctx, exe, "serve", "-h").CombinedOutput() // -h exits non-zero
-	return bytes.Contains(out, []byte("-"+flag+" "))
 }
 
 // Forwarding reports whether the replicas share a replica credential and
