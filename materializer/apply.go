@@ -33,12 +33,9 @@ const applyTimeout = 30 * time.Second
 // applied before (one round trip more), goes through the session's stage
 // and one statement that files the duplicates (qApplyStaged).
 type applyTx struct {
-	m        *Materializer
+	rules
 	tx       pgx.Tx
-	key      partitionKey
-	fences   map[string]int64
 	advanced map[string]int64 // fences moved by this transaction
-	marks    map[string]mark  // pattern -> rollout state on this partition
 	verdicts []judged         // in offset order
 	batch    pgx.Batch        // statements whose verdict is known now
 	staged   *stage
@@ -106,8 +103,8 @@ func (m *Materializer) applyOnce(ctx context.Context, key partitionKey, expected
 	var done *applyTx
 	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
-		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}, advanced: map[string]int64{},
-			marks: map[string]mark{}, verdicts: make([]judged, 0, len(in)), staged: newStage(len(in))}
+		a := &applyTx{rules: newRules(m, key), tx: tx, advanced: map[string]int64{},
+			verdicts: make([]judged, 0, len(in)), staged: newStage(len(in))}
 		if err := a.begin(ctx, expected, newNext, in); err != nil {
 			return err
 		}
@@ -361,81 +358,33 @@ func (a *applyTx) readFences(res pgx.BatchResults) error {
 	return rows.Err()
 }
 
-// judge decides one record against the running fence and queues its
-// statement or its row.
+// judge rules on one record and queues its statement or its row.
 func (a *applyTx) judge(s stamped) {
-	r, st := s.r, s.st
-	if barrier.IsMarker(r.Headers) {
-		a.marker(r)
-		return
+	u := a.rule(s)
+	j := judged{v: u.v, lease: u.st.Lease, token: u.st.Token, offset: u.offset(), kept: u.kept}
+	switch u.v {
+	case Accepted:
+		a.verdicts = append(a.verdicts, j)
+		a.staged.add(u.st, u.r, u.headers)
+	case Barrier:
+		g := u.grant
+		a.advanced[g.Lease] = g.Token
+		a.queue(j, qAdvanceFence, g.Lease, g.Token, g.Owner, g.ProducerID, int32(g.Epoch), a.key.partition, u.offset())
+	case Checkpoint:
+		value := u.r.Value
+		if value == nil {
+			value = []byte{} // an empty checkpoint; Kafka does not tell it from a null value
+		}
+		a.queue(j, qUpsertCheckpoint, u.st.Lease, u.st.Token, u.st.Owner, u.st.Batch, a.key.topic, a.key.partition, u.offset(), value)
+	case Marker:
+		a.queue(judged{v: Marker, offset: u.offset()}, qAdvanceMark, a.key.topic, a.key.partition, u.marker.Pattern, u.marker.State, u.marker.Version, u.offset())
+	case Kept:
+		st := u.st
+		a.queue(j, qKeep, a.key.topic, a.key.partition, u.offset(), string(u.kept), u.detail, text(st.Lease), nullableInt(st.Token),
+			text(st.Owner), text(st.Batch), nullableSeq(st.Seq), u.r.Key, u.r.Value, u.headers)
+	default:
+		a.reject(u.r, u.st, u.v, u.detail)
 	}
-	if s.err != nil {
-		a.refuseOrKeep(r, st, Malformed, s.err.Error(), a.keepsUnstamped(r))
-		return
-	}
-	fence := a.fences[st.Lease]
-	if st.Barrier {
-		a.barrier(r, st, fence)
-		return
-	}
-	if st.Checkpoint {
-		a.checkpoint(r, st, fence)
-		return
-	}
-	switch barrier.Judge(fence, st.Token) {
-	case barrier.Stale:
-		a.refuseOrKeep(r, st, Stale, fmt.Sprintf("token %d below fence %d", st.Token, fence), a.keepsLease(st.Lease))
-		return
-	case barrier.Unfenced:
-		a.refuseOrKeep(r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence), a.keepsLease(st.Lease))
-		return
-	}
-	headers, err := userHeaders(r.Headers)
-	if err != nil {
-		a.reject(r, st, Malformed, err.Error())
-		return
-	}
-	a.verdicts = append(a.verdicts, judged{v: Accepted, lease: st.Lease, token: st.Token, offset: int64(r.TopicPartition.Offset)})
-	a.staged.add(st, r, headers)
-}
-
-// checkpoint judges a batch's checkpoint record like data, but a stale or
-// unfenced one is refused in every rollout state (a checkpoint is fenced
-// state: never kept), and a current one moves the lease's checkpoint row
-// if it is newer (qUpsertCheckpoint). It is no row of accepted_records
-// and takes no part in dedup.
-func (a *applyTx) checkpoint(r *kafka.Message, st barrier.Stamp, fence int64) {
-	switch barrier.Judge(fence, st.Token) {
-	case barrier.Stale:
-		a.reject(r, st, Stale, fmt.Sprintf("checkpoint: token %d below fence %d", st.Token, fence))
-		return
-	case barrier.Unfenced:
-		a.reject(r, st, Unfenced, fmt.Sprintf("checkpoint: token %d above fence %d without a barrier", st.Token, fence))
-		return
-	}
-	off := int64(r.TopicPartition.Offset)
-	value := r.Value
-	if value == nil {
-		value = []byte{} // an empty checkpoint; Kafka does not tell it from a null value
-	}
-	a.queue(judged{v: Checkpoint, lease: st.Lease, token: st.Token, offset: off}, qUpsertCheckpoint,
-		st.Lease, st.Token, st.Owner, st.Batch, a.key.topic, a.key.partition, off, value)
-}
-
-// barrier verifies a barrier and advances the fence, or rejects it.
-func (a *applyTx) barrier(r *kafka.Message, st barrier.Stamp, fence int64) {
-	g, why := a.m.checkBarrier(a.key, st, r.Value)
-	if why == "" && g.Token <= fence {
-		why = fmt.Sprintf("token %d not above fence %d", g.Token, fence)
-	}
-	if why != "" {
-		a.reject(r, st, BadBarrier, why)
-		return
-	}
-	a.fences[st.Lease] = g.Token
-	a.advanced[st.Lease] = g.Token
-	a.queue(judged{v: Barrier, lease: st.Lease, token: st.Token, offset: int64(r.TopicPartition.Offset)}, qAdvanceFence,
-		g.Lease, g.Token, g.Owner, g.ProducerID, int32(g.Epoch), a.key.partition, int64(r.TopicPartition.Offset))
 }
 
 // checkBarrier verifies signature, lease binding and placement; it returns
