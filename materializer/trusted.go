@@ -1,0 +1,336 @@
+package materializer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/fencegate/fencegate/kafkaconn"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// DefaultTrustedName is TrustedConfig.Name's default.
+const DefaultTrustedName = "trusted"
+
+// TrustedConfig configures the Kafka sink (docs/design.md, "The trusted
+// topic"). Zero fields take the defaults noted.
+type TrustedConfig struct {
+	// Name names the sink's topics (T.Name, T.Name.receipts,
+	// T.Name.state for each lease topic T), its consumer group
+	// (fencegate-Name) and its producers' transactional ids (default
+	// "trusted"). A rebuild from offset 0 is a sink of another name.
+	Name string
+	// DedupWindow is how many batches per lease and partition the sink
+	// remembers for dedup (default DefaultDedupWindow).
+	DedupWindow int
+	// TransactionTimeout of each partition's producer (default 60s).
+	TransactionTimeout time.Duration
+	// RestoreTimeout bounds reading one partition's state (default 2m).
+	RestoreTimeout time.Duration
+	// Hooks are named points for tests.
+	Hooks TrustedHooks
+}
+
+// TrustedHooks are named points for tests.
+type TrustedHooks struct {
+	// BeforeCommit runs after a chunk's records and offsets are sent in
+	// its transaction, before the commit; an error stops Run there, the
+	// transaction left open as a killed process would leave it.
+	BeforeCommit func(topic string, partition int32) error
+}
+
+func (c *TrustedConfig) fill() error {
+	if c.Name == "" {
+		c.Name = DefaultTrustedName
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = DefaultDedupWindow
+	}
+	if c.DedupWindow < 0 {
+		return fmt.Errorf("materializer: DedupWindow %d must not be negative", c.DedupWindow)
+	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = time.Minute
+	}
+	if c.RestoreTimeout == 0 {
+		c.RestoreTimeout = 2 * time.Minute
+	}
+	return nil
+}
+
+// TrustedSink writes the trusted output of the lease topics to Kafka: one
+// consume-transform-produce transaction per chunk of one partition
+// (docs/design.md, "The trusted topic").
+type TrustedSink struct {
+	m   *Materializer
+	cfg TrustedConfig
+
+	mu    sync.Mutex
+	parts map[partitionKey]*trustedPart
+	// failed is the first error of a rebalance callback; Run stops on it.
+	failed error
+
+	running  atomic.Bool
+	verdicts sync.Map // Verdict -> *atomic.Int64
+}
+
+// trustedPart is an input partition this instance owns: its producer
+// (transactional id bound to the partition) and its state.
+type trustedPart struct {
+	key   partitionKey
+	p     *kafka.Producer
+	state *partState
+}
+
+// Trusted returns the Kafka sink of m's routes.
+func (m *Materializer) Trusted(cfg TrustedConfig) (*TrustedSink, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	t := &TrustedSink{m: m, cfg: cfg, parts: map[partitionKey]*trustedPart{}}
+	for _, v := range Verdicts {
+		t.verdicts.Store(v, new(atomic.Int64))
+	}
+	return t, nil
+}
+
+// Topics are the sink's output topics for lease topic: trusted records,
+// receipts, state.
+func (t *TrustedSink) Topics(topic string) (trusted, receipts, state string) {
+	base := topic + "." + t.cfg.Name
+	return base, base + ".receipts", base + ".state"
+}
+
+// GroupID is the sink's consumer group.
+func (t *TrustedSink) GroupID() string { return "fencegate-" + t.cfg.Name }
+
+// transactionalID is the id of the producer of one input partition.
+func (t *TrustedSink) transactionalID(key partitionKey) string {
+	return fmt.Sprintf("%s~%s:%s/%d", txnmap.IDPrefix(t.m.router.Prefix()), t.cfg.Name, key.topic, key.partition)
+}
+
+// Counts returns how many records got each verdict since start.
+func (t *TrustedSink) Counts() map[Verdict]int64 {
+	out := map[Verdict]int64{}
+	t.verdicts.Range(func(k, v any) bool {
+		out[k.(Verdict)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// Ready reports whether Run is consuming.
+func (t *TrustedSink) Ready(context.Context) error {
+	if !t.running.Load() {
+		return errors.New("trusted sink not consuming")
+	}
+	return nil
+}
+
+// Run consumes until ctx ends (nil) or a failure stops it (error). A
+// failure leaves Kafka as the last committed transaction left it; the
+// next Run, here or on another instance, resumes from there.
+func (t *TrustedSink) Run(ctx context.Context) error {
+	err := t.run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (t *TrustedSink) run(ctx context.Context) error {
+	topics, err := t.ensureTopics(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := t.newConsumer()
+	if err != nil {
+		return err
+	}
+	defer t.closeParts()
+	defer c.Close()
+	if err := c.SubscribeTopics(topics, func(c *kafka.Consumer, ev kafka.Event) error {
+		return t.rebalance(ctx, c, ev)
+	}); err != nil {
+		return err
+	}
+	t.running.Store(true)
+	defer t.running.Store(false)
+	for ctx.Err() == nil {
+		chunks, err := t.poll(c)
+		if err != nil {
+			return err
+		}
+		if err := t.commitChunks(ctx, c, chunks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *TrustedSink) newConsumer() (*kafka.Consumer, error) {
+	cm, err := t.m.cfg.Kafka.ConfigMap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range (kafka.ConfigMap{"group.id": t.GroupID(),
+		"isolation.level": "read_committed", "enable.auto.commit": false,
+		"auto.offset.reset": "earliest", "enable.metrics.push": false,
+		"partition.assignment.strategy": "cooperative-sticky",
+		"go.logs.channel.enable":        false}) {
+		cm[k] = v
+	}
+	for k, v := range t.m.cfg.Consumer {
+		cm[k] = v
+	}
+	return kafka.NewConsumer(&cm)
+}
+
+// poll gathers what the consumer has buffered, by partition in offset
+// order, at most MaxBatch records of one partition; it returns the
+// failure of a rebalance callback.
+func (t *TrustedSink) poll(c *kafka.Consumer) (map[partitionKey][]*kafka.Message, error) {
+	out := map[partitionKey][]*kafka.Message{}
+	timeout := int(t.m.cfg.PollTimeout.Milliseconds())
+	for n := 0; n < t.m.cfg.MaxBatch*t.m.cfg.Parallel; n++ {
+		ev := c.Poll(timeout)
+		if err := t.failure(); err != nil {
+			return nil, err
+		}
+		if ev == nil {
+			break
+		}
+		timeout = 0
+		switch e := ev.(type) {
+		case *kafka.Message:
+			key := partitionKey{*e.TopicPartition.Topic, e.TopicPartition.Partition}
+			if t.part(key) == nil {
+				continue // revoked while buffered
+			}
+			out[key] = append(out[key], e)
+			if len(out[key]) == t.m.cfg.MaxBatch {
+				return out, nil
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, e
+			}
+			t.m.log.Warn("trusted sink: consumer error", "error", e)
+		}
+	}
+	return out, nil
+}
+
+func (t *TrustedSink) failure() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
+func (t *TrustedSink) part(key partitionKey) *trustedPart {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.parts[key]
+}
+
+// commitChunks commits each partition's chunk in a transaction of its own,
+// up to Parallel at once, and returns the first failure.
+func (t *TrustedSink) commitChunks(ctx context.Context, c *kafka.Consumer, chunks map[partitionKey][]*kafka.Message) error {
+	errs := make(chan error, len(chunks))
+	slots := make(chan struct{}, t.m.cfg.Parallel)
+	for key, recs := range chunks {
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			errs <- t.commitChunk(ctx, c, t.part(key), recs)
+		}()
+	}
+	var first error
+	for range len(chunks) {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// closeParts closes every partition's producer.
+func (t *TrustedSink) closeParts() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, tp := range t.parts {
+		tp.p.Close()
+		delete(t.parts, key)
+	}
+}
+
+// ensureTopics creates the sink's missing topics with the partitions of
+// their lease topic (the state topic compacted) and refuses one that has
+// another count; it returns the lease topics to consume.
+func (t *TrustedSink) ensureTopics(ctx context.Context) ([]string, error) {
+	var leaseTopics []string
+	seen := map[string]bool{}
+	for _, r := range t.m.router.Routes() {
+		if !seen[r.Topic] {
+			seen[r.Topic] = true
+			leaseTopics = append(leaseTopics, r.Topic)
+		}
+	}
+	conn := t.m.cfg.Kafka
+	for _, topic := range leaseTopics {
+		n, err := conn.TopicPartitions(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("trusted sink: %w", err)
+		}
+		trusted, receipts, state := t.Topics(topic)
+		for _, out := range []string{trusted, receipts, state} {
+			if err := t.ensureTopic(ctx, conn, out, n, out == state); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return leaseTopics, nil
+}
+
+func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, topic string, partitions int32, compact bool) error {
+	have, err := conn.TopicPartitions(ctx, topic)
+	if err == nil {
+		if have != partitions {
+			return fmt.Errorf("trusted sink: topic %s has %d partitions, its lease topic %d: grow it to %d (kafka-topics --alter --partitions)", topic, have, partitions, partitions)
+		}
+		return nil
+	}
+	if !errors.Is(err, kafkaconn.ErrNoTopic) {
+		return fmt.Errorf("trusted sink: %w", err)
+	}
+	cm, err := conn.ConfigMap()
+	if err != nil {
+		return err
+	}
+	cm["enable.metrics.push"] = false
+	admin, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	spec := kafka.TopicSpecification{Topic: topic, NumPartitions: int(partitions), ReplicationFactor: -1}
+	if compact {
+		spec.Config = map[string]string{"cleanup.policy": "compact"}
+	}
+	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{spec})
+	if err != nil {
+		return fmt.Errorf("trusted sink: create %s: %w", topic, err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError && r.Error.Code() != kafka.ErrTopicAlreadyExists {
+			return fmt.Errorf("trusted sink: create %s: %w", topic, r.Error)
+		}
+	}
+	t.m.log.Info("trusted sink: created topic", "topic", topic, "partitions", partitions, "compacted", compact)
+	return nil
+}

@@ -1,0 +1,217 @@
+package materializer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/fencegate/fencegate/barrier"
+)
+
+// HeaderTrusted is the provenance header of a record in the trusted
+// topic (docs/design.md, "The trusted topic").
+const HeaderTrusted = "fencegate-trusted"
+
+// Provenance is the value of HeaderTrusted, as compact JSON: the stamp the
+// record was judged by and its offset in the lease topic. Kept is the
+// verdict a kept record would have had (observe or gated), empty for a
+// fenced record.
+type Provenance struct {
+	Lease  string `json:"lease"`
+	Token  int64  `json:"token"`
+	Owner  string `json:"owner"`
+	Batch  string `json:"batch"`
+	Seq    int    `json:"seq"`
+	Offset int64  `json:"offset"`
+	Kept   string `json:"kept,omitempty"`
+}
+
+// Receipt is a refused record's receipt in the receipts topic: the
+// fields of rejected_records.
+type Receipt struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Reason    string `json:"reason"`
+	Detail    string `json:"detail"`
+	Lease     string `json:"lease,omitempty"`
+	Token     int64  `json:"token,omitempty"`
+	Owner     string `json:"owner,omitempty"`
+	Batch     string `json:"batch,omitempty"`
+	Seq       *int   `json:"seq,omitempty"`
+}
+
+// chunkOut is what one chunk writes: records for the trusted topic and
+// receipts, verdicts counted.
+type chunkOut struct {
+	msgs   []*kafka.Message
+	counts map[Verdict]int64
+}
+
+// commitChunk judges recs of one partition and commits, in one Kafka
+// transaction of the partition's producer, their trusted records, their
+// receipts, the state they changed and the input offset past them.
+func (t *TrustedSink) commitChunk(ctx context.Context, c *kafka.Consumer, tp *trustedPart, recs []*kafka.Message) error {
+	if tp == nil || len(recs) == 0 {
+		return nil
+	}
+	out := t.judgeChunk(tp, recs)
+	next := int64(recs[len(recs)-1].TopicPartition.Offset) + 1
+	if err := t.transact(ctx, c, tp, out.msgs, next); err != nil {
+		return fmt.Errorf("trusted sink: %s/%d offsets %d-%d: %w", tp.key.topic, tp.key.partition,
+			recs[0].TopicPartition.Offset, next-1, err)
+	}
+	for v, n := range out.counts {
+		c, _ := t.verdicts.Load(v)
+		c.(*atomic.Int64).Add(n)
+	}
+	return nil
+}
+
+// judgeChunk rules on each record in offset order against the
+// partition's state and returns the messages to write.
+func (t *TrustedSink) judgeChunk(tp *trustedPart, recs []*kafka.Message) chunkOut {
+	s := tp.state
+	s.dirty = map[string][]byte{}
+	trusted, receipts, stateTopic := t.Topics(tp.key.topic)
+	out := chunkOut{msgs: make([]*kafka.Message, 0, len(recs)+8), counts: map[Verdict]int64{}}
+	to := func(topic string) kafka.TopicPartition {
+		return kafka.TopicPartition{Topic: &topic, Partition: tp.key.partition}
+	}
+	for _, st := range readStamps(recs) {
+		u := s.rule(st)
+		if why := nulHeader(u); why != "" {
+			// As the ledger's receipt of a record Postgres refused
+			// (refuse): none of the record's own fields.
+			u.v, u.detail, u.st = Malformed, why, barrier.Stamp{Seq: -1}
+		}
+		v := u.v
+		switch u.v {
+		case Accepted:
+			if s.seen(u.st.Lease, u.st.Owner, u.st.Batch, u.st.Seq, u.offset()) {
+				v = Duplicate
+				u.detail = fmt.Sprintf("batch %s seq %d of owner %s already applied", jsonText(u.st.Batch), u.st.Seq, jsonText(u.st.Owner))
+				out.msgs = append(out.msgs, receiptMsg(to(receipts), tp.key, u, v))
+				break
+			}
+			out.msgs = append(out.msgs, trustedMsg(to(trusted), u))
+		case Kept:
+			out.msgs = append(out.msgs, trustedMsg(to(trusted), u))
+		case Barrier:
+			g := u.grant
+			s.set(stateKey(stateFence, g.Lease), fenceState{Token: g.Token, Owner: g.Owner, ProducerID: g.ProducerID, Epoch: g.Epoch, Offset: u.offset()})
+		case Marker:
+			s.set(stateKey(stateMark, u.marker.Pattern), markState{State: u.marker.State, Version: u.marker.Version})
+		case Checkpoint:
+			s.checkpoint(u)
+		default:
+			out.msgs = append(out.msgs, receiptMsg(to(receipts), tp.key, u, v))
+		}
+		out.counts[v]++
+	}
+	for k, v := range s.dirty {
+		out.msgs = append(out.msgs, &kafka.Message{TopicPartition: to(stateTopic), Key: []byte(k), Value: v})
+	}
+	return out
+}
+
+// nulHeader says why a record to keep has a header value the Postgres
+// ledger cannot keep (jsonb refuses a NUL, SQLSTATE 22P05, and the ledger
+// files the record malformed), or "": the trusted topic refuses it too,
+// so both sinks keep the same records. The gateway never writes one
+// (docs/api.md, "Records").
+func nulHeader(u ruling) string {
+	if u.v != Accepted && u.v != Kept {
+		return ""
+	}
+	for _, h := range u.r.Headers {
+		if !barrier.Reserved(h.Key) && bytes.IndexByte(h.Value, 0) >= 0 {
+			return fmt.Sprintf("header %.64q holds a NUL, which the ledger cannot keep", h.Key)
+		}
+	}
+	return ""
+}
+
+// checkpoint keeps a checkpoint of the generation in force when it is
+// newer than the lease's: a larger token, or the same token at a larger
+// offset (qUpsertCheckpoint's rule).
+func (s *partState) checkpoint(u ruling) {
+	old, ok := s.checkpoints[u.st.Lease]
+	if ok && !(u.st.Token > old.Token || u.st.Token == old.Token && u.offset() > old.Offset) {
+		return
+	}
+	value := u.r.Value
+	if value == nil {
+		value = []byte{}
+	}
+	cp := checkpointState{Token: u.st.Token, Owner: u.st.Owner, Batch: u.st.Batch, Offset: u.offset(), Value: value}
+	s.checkpoints[u.st.Lease] = cp
+	s.set(stateKey(stateCheckpoint, u.st.Lease), cp)
+}
+
+// trustedMsg is an accepted or kept record for the trusted topic: its
+// key, value and own headers in their order, and its provenance.
+func trustedMsg(to kafka.TopicPartition, u ruling) *kafka.Message {
+	hs := make([]kafka.Header, 0, len(u.r.Headers))
+	for _, h := range u.r.Headers {
+		if !barrier.Reserved(h.Key) {
+			hs = append(hs, h)
+		}
+	}
+	pv := Provenance{Lease: u.st.Lease, Token: u.st.Token, Owner: u.st.Owner, Batch: u.st.Batch, Seq: u.st.Seq,
+		Offset: u.offset(), Kept: string(u.kept)}
+	raw, _ := json.Marshal(pv)
+	hs = append(hs, kafka.Header{Key: HeaderTrusted, Value: raw})
+	return &kafka.Message{TopicPartition: to, Key: u.r.Key, Value: u.r.Value, Headers: hs}
+}
+
+// receiptMsg is a refused record's receipt.
+func receiptMsg(to kafka.TopicPartition, key partitionKey, u ruling, v Verdict) *kafka.Message {
+	rc := Receipt{Topic: key.topic, Partition: key.partition, Offset: u.offset(), Reason: string(v), Detail: u.detail,
+		Lease: u.st.Lease, Token: u.st.Token, Owner: u.st.Owner, Batch: u.st.Batch}
+	if u.st.Seq >= 0 {
+		seq := u.st.Seq
+		rc.Seq = &seq
+	}
+	raw, _ := json.Marshal(rc)
+	return &kafka.Message{TopicPartition: to, Value: raw}
+}
+
+func jsonText(s string) string {
+	raw, _ := json.Marshal(s)
+	return string(raw)
+}
+
+// transact writes msgs and moves the group's offset of the partition to
+// next, in one transaction.
+func (t *TrustedSink) transact(ctx context.Context, c *kafka.Consumer, tp *trustedPart, msgs []*kafka.Message, next int64) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
+	defer cancel()
+	if err := tp.p.BeginTransaction(); err != nil {
+		return err
+	}
+	for _, msg := range msgs {
+		if err := tp.p.Produce(msg, nil); err != nil {
+			return err
+		}
+	}
+	meta, err := c.GetConsumerGroupMetadata()
+	if err != nil {
+		return err
+	}
+	topic := tp.key.topic
+	offsets := []kafka.TopicPartition{{Topic: &topic, Partition: tp.key.partition, Offset: kafka.Offset(next)}}
+	if err := tp.p.SendOffsetsToTransaction(ctx, offsets, meta); err != nil {
+		return err
+	}
+	if h := t.cfg.Hooks.BeforeCommit; h != nil {
+		if err := h(tp.key.topic, tp.key.partition); err != nil {
+			return err
+		}
+	}
+	return tp.p.CommitTransaction(ctx)
+}

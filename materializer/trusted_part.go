@@ -1,0 +1,171 @@
+package materializer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// rebalance takes the partitions assigned to this instance and lets go of
+// the revoked ones (cooperative: only the partitions that move). A
+// failure to take one stops Run.
+func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka.Event) error {
+	switch e := ev.(type) {
+	case kafka.AssignedPartitions:
+		var take []kafka.TopicPartition
+		for _, tp := range e.Partitions {
+			if err := t.take(ctx, partitionKey{*tp.Topic, tp.Partition}); err != nil {
+				t.fail(err)
+				return err
+			}
+			tp.Offset = kafka.OffsetStored
+			take = append(take, tp)
+		}
+		return c.IncrementalAssign(take)
+	case kafka.RevokedPartitions:
+		for _, tp := range e.Partitions {
+			t.drop(partitionKey{*tp.Topic, tp.Partition})
+		}
+		return c.IncrementalUnassign(e.Partitions)
+	}
+	return nil
+}
+
+func (t *TrustedSink) fail(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.failed == nil {
+		t.failed = err
+	}
+}
+
+// take makes this instance the partition's one writer: InitTransactions
+// of the partition's transactional id fences any earlier owner and
+// aborts its open transaction before it returns; only then is the state
+// read to its end, so it is the state of the last committed transaction,
+// the one that committed the offset the consumer starts from.
+func (t *TrustedSink) take(ctx context.Context, key partitionKey) error {
+	p, err := t.newProducer(key)
+	if err != nil {
+		return err
+	}
+	ictx, cancel := context.WithTimeout(ctx, t.cfg.TransactionTimeout)
+	defer cancel()
+	if err := p.InitTransactions(ictx); err != nil {
+		p.Close()
+		return fmt.Errorf("trusted sink: %s/%d: init transactions: %w", key.topic, key.partition, err)
+	}
+	state, err := t.restore(ctx, key)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.parts[key] = &trustedPart{key: key, p: p, state: state}
+	t.m.log.Info("trusted sink: partition taken", "topic", key.topic, "partition", key.partition,
+		"leases", len(state.fences), "window_leases", len(state.leases))
+	return nil
+}
+
+// drop lets go of a revoked partition. No chunk is in flight: chunks run
+// between polls, and rebalances run inside a poll.
+func (t *TrustedSink) drop(key partitionKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tp := t.parts[key]; tp != nil {
+		tp.p.Close()
+		delete(t.parts, key)
+	}
+}
+
+func (t *TrustedSink) newProducer(key partitionKey) (*kafka.Producer, error) {
+	cm, err := t.m.cfg.Kafka.ConfigMap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range (kafka.ConfigMap{
+		"transactional.id":       t.transactionalID(key),
+		"transaction.timeout.ms": int(t.cfg.TransactionTimeout.Milliseconds()),
+		"enable.idempotence":     true,
+		"linger.ms":              5,
+		"go.delivery.reports":    false,
+		"go.logs.channel.enable": false,
+		"enable.metrics.push":    false,
+	}) {
+		cm[k] = v
+	}
+	p, err := kafka.NewProducer(&cm)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	return p, nil
+}
+
+// restore reads the partition's state to its end (read_committed; no
+// transaction is open on it once take has initialised its producer).
+func (t *TrustedSink) restore(ctx context.Context, key partitionKey) (*partState, error) {
+	s := newPartState(t.m, key, t.cfg.DedupWindow)
+	_, _, stateTopic := t.Topics(key.topic)
+	cm, err := t.m.cfg.Kafka.ConfigMap()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range (kafka.ConfigMap{"group.id": t.GroupID() + "-restore", "isolation.level": "read_committed",
+		"enable.auto.commit": false, "enable.metrics.push": false, "go.logs.channel.enable": false}) {
+		cm[k] = v
+	}
+	c, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	deadline := time.Now().Add(t.cfg.RestoreTimeout)
+	_, high, err := c.QueryWatermarkOffsets(stateTopic, key.partition, int(t.cfg.RestoreTimeout.Milliseconds()))
+	if err != nil {
+		return nil, fmt.Errorf("trusted sink: state %s/%d: %w", stateTopic, key.partition, err)
+	}
+	if high > 0 {
+		if err := t.readState(ctx, c, s, stateTopic, key.partition, high, deadline); err != nil {
+			return nil, err
+		}
+	}
+	s.restored()
+	return s, nil
+}
+
+// readState applies the state records of stateTopic/partition below high.
+func (t *TrustedSink) readState(ctx context.Context, c *kafka.Consumer, s *partState, topic string, partition int32, high int64, deadline time.Time) error {
+	tp := kafka.TopicPartition{Topic: &topic, Partition: partition, Offset: kafka.OffsetBeginning}
+	if err := c.Assign([]kafka.TopicPartition{tp}); err != nil {
+		return err
+	}
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("trusted sink: state %s/%d not read to offset %d within %s", topic, partition, high, t.cfg.RestoreTimeout)
+		}
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			if err := s.restore(e.Key, e.Value); err != nil {
+				return fmt.Errorf("trusted sink: %s/%d offset %d: %w", topic, partition, e.TopicPartition.Offset, err)
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return e
+			}
+		}
+		pos, err := c.Position([]kafka.TopicPartition{{Topic: &topic, Partition: partition}})
+		if err == nil && len(pos) == 1 && int64(pos[0].Offset) >= high {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,283 @@
+package materializer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/materializer"
+)
+
+// newTrusted is a trusted sink of name on the bundle's routes.
+func (b *testBundle) newTrusted(name string, mod func(*materializer.TrustedConfig), cmod func(*materializer.Config)) *materializer.TrustedSink {
+	b.t.Helper()
+	cfg := materializer.TrustedConfig{Name: name}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ts, err := b.newMaterializer(cmod).Trusted(cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return ts
+}
+
+// committed is the consumer group's committed offset of partition p (-1:
+// none), stable offsets only.
+func (b *testBundle) committed(group string, p int32) int64 {
+	b.t.Helper()
+	cm, err := b.kafka.Conn.ConfigMap()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cm["enable.metrics.push"] = false
+	admin, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	topic := b.topic
+	res, err := admin.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: group,
+		Partitions: []kafka.TopicPartition{{Topic: &topic, Partition: p}}}}, kafka.SetAdminRequireStableOffsets(true))
+	if err != nil || len(res.ConsumerGroupsTopicPartitions) != 1 || len(res.ConsumerGroupsTopicPartitions[0].Partitions) != 1 {
+		return -1
+	}
+	tp := res.ConsumerGroupsTopicPartitions[0].Partitions[0]
+	if tp.Error != nil || tp.Offset < 0 {
+		return -1
+	}
+	return int64(tp.Offset)
+}
+
+// runTrustedUntil runs ts until its group's offset of partition passes
+// lastOffset, or until it stops (its error).
+func (b *testBundle) runTrustedUntil(ts *materializer.TrustedSink, partition int32, lastOffset int64) error {
+	b.t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- ts.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(90 * time.Second)
+	for b.committed(ts.GroupID(), partition) <= lastOffset {
+		select {
+		case err := <-done:
+			done <- nil
+			if err == nil {
+				err = errors.New("stopped without error")
+			}
+			return err
+		case <-tick.C:
+		case <-deadline:
+			b.t.Fatalf("group %s never passed offset %d of partition %d", ts.GroupID(), lastOffset, partition)
+		}
+	}
+	return nil
+}
+
+// readAll reads topic/partition read_committed to its end.
+func (b *testBundle) readAll(topic string, p int32) []*kafka.Message {
+	b.t.Helper()
+	cm, err := b.kafka.Conn.ConfigMap()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cm["group.id"], cm["isolation.level"], cm["enable.auto.commit"] = "test-reader", "read_committed", false
+	cm["go.logs.channel.enable"], cm["enable.metrics.push"] = false, false
+	c, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer c.Close()
+	_, high, err := c.QueryWatermarkOffsets(topic, p, 10000)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	var out []*kafka.Message
+	if high == 0 {
+		return nil
+	}
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: p, Offset: kafka.OffsetBeginning}}); err != nil {
+		b.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, ok := c.Poll(100).(*kafka.Message); ok {
+			out = append(out, m)
+		}
+		pos, err := c.Position([]kafka.TopicPartition{{Topic: &topic, Partition: p}})
+		if err == nil && int64(pos[0].Offset) >= high {
+			return out
+		}
+	}
+	b.t.Fatalf("%s/%d not read to %d", topic, p, high)
+	return nil
+}
+
+// trustedView renders what a sink wrote for partition p as the ledger
+// view (ledgerView) renders the Postgres ledger: accepted records in
+// offset order, then receipts by offset.
+func (b *testBundle) trustedView(ts *materializer.TrustedSink, p int32) string {
+	b.t.Helper()
+	trusted, receipts, _ := ts.Topics(b.topic)
+	var sb strings.Builder
+	for _, m := range b.readAll(trusted, p) {
+		var pv materializer.Provenance
+		own := map[string]string{}
+		for _, h := range m.Headers {
+			if h.Key == materializer.HeaderTrusted {
+				if err := json.Unmarshal(h.Value, &pv); err != nil {
+					b.t.Fatal(err)
+				}
+				continue
+			}
+			own[h.Key] = string(h.Value)
+		}
+		fmt.Fprintf(&sb, "%s %d %s %d %d %s %s %q\n", pv.Lease, pv.Token, pv.Batch, pv.Seq, pv.Offset, m.Value, b.jsonb(own), pv.Kept)
+	}
+	sb.WriteString("--\n")
+	var rs []string
+	for _, m := range b.readAll(receipts, p) {
+		var rc materializer.Receipt
+		if err := json.Unmarshal(m.Value, &rc); err != nil {
+			b.t.Fatal(err)
+		}
+		rs = append(rs, fmt.Sprintf("%08d %s %s %d", rc.Offset, rc.Reason, rc.Lease, rc.Token))
+	}
+	sort.Strings(rs)
+	sb.WriteString(strings.Join(rs, "\n"))
+	return sb.String()
+}
+
+// jsonb renders headers as Postgres renders the ledger's jsonb.
+func (b *testBundle) jsonb(h map[string]string) string {
+	raw, _ := json.Marshal(h)
+	var s string
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT $1::jsonb::text`, string(raw)).Scan(&s); err != nil {
+		b.t.Fatal(err)
+	}
+	return s
+}
+
+// ledgerView renders the Postgres ledger of partition p like trustedView.
+func (b *testBundle) ledgerView(p int32) string {
+	b.t.Helper()
+	var sb strings.Builder
+	rows, err := b.db.Pool.Query(b.ctx, `SELECT lease, token, batch_id, seq, "offset", value, headers::text, coalesce(kept, '') FROM ledger_records
+		WHERE partition = $1 ORDER BY "offset"`, p)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for rows.Next() {
+		var lease, batch, headers, kept string
+		var token, off int64
+		var seq int
+		var value []byte
+		if err := rows.Scan(&lease, &token, &batch, &seq, &off, &value, &headers, &kept); err != nil {
+			b.t.Fatal(err)
+		}
+		fmt.Fprintf(&sb, "%s %d %s %d %d %s %s %q\n", lease, token, batch, seq, off, value, headers, kept)
+	}
+	rows.Close()
+	sb.WriteString("--\n")
+	var rs []string
+	rows, err = b.db.Pool.Query(b.ctx, `SELECT "offset", reason, coalesce(lease, ''), coalesce(token, 0) FROM rejected_records WHERE partition = $1`, p)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for rows.Next() {
+		var off, token int64
+		var reason, lease string
+		if err := rows.Scan(&off, &reason, &lease, &token); err != nil {
+			b.t.Fatal(err)
+		}
+		rs = append(rs, fmt.Sprintf("%08d %s %s %d", off, reason, lease, token))
+	}
+	rows.Close()
+	sort.Strings(rs)
+	sb.WriteString(strings.Join(rs, "\n"))
+	return sb.String()
+}
+
+// trustedWorkload is the crash workload with a checkpoint and the
+// worker's own headers.
+func (b *testBundle) trustedWorkload() int64 {
+	b.workload()
+	own := data("shard:1", 4, "h", 0)
+	own.headers = []kafka.Header{{Key: "b", Value: []byte("2")}, {Key: "a", Value: []byte("1")}}
+	return b.write(1, own, cp("shard:1", 4, "h", 1, "pos-7"), data("shard:1", 4, "g4", 0))
+}
+
+// TestTrustedTopicEqualsTheLedger: the Kafka sink writes the records the
+// Postgres ledger accepts, with the same refusals, for a workload of every
+// verdict (docs/design.md, "The trusted topic").
+func TestTrustedTopicEqualsTheLedger(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last := b.trustedWorkload()
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	want := b.ledgerView(1)
+	if !strings.Contains(want, "malformed") || !strings.Contains(want, "duplicate") || !strings.Contains(want, "stale") {
+		t.Fatalf("workload lacks a verdict:\n%s", want)
+	}
+	ts := b.newTrusted("trusted", nil, nil)
+	if err := b.runTrustedUntil(ts, 1, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.trustedView(ts, 1); got != want {
+		t.Fatalf("trusted topic differs from the ledger:\n%s\nwant:\n%s", got, want)
+	}
+	counts := ts.Counts()
+	if counts[materializer.Checkpoint] != 1 || counts[materializer.Barrier] == 0 {
+		t.Fatalf("verdicts %v: want one checkpoint and the barriers", counts)
+	}
+}
+
+// TestTrustedHeadersByteExact: the worker's headers reach the trusted
+// topic in their order, bytes that are not UTF-8 included, with one
+// provenance header after them.
+func TestTrustedHeadersByteExact(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := data("shard:1", 3, "a", 0)
+	r.headers = []kafka.Header{{Key: "z", Value: []byte{0xff, 0x01}}, {Key: "z", Value: []byte("again")}, {Key: "a", Value: nil}}
+	last := b.write(1, bar("shard:1", 3), r)
+	ts := b.newTrusted("trusted", nil, nil)
+	if err := b.runTrustedUntil(ts, 1, last); err != nil {
+		t.Fatal(err)
+	}
+	trusted, _, _ := ts.Topics(b.topic)
+	got := b.readAll(trusted, 1)
+	if len(got) != 0 {
+		// Headers not UTF-8, or a name twice, are malformed for the
+		// ledger (userHeaders), so for the trusted topic too.
+		t.Fatalf("a record the ledger refuses reached the trusted topic: %v", got[0].Headers)
+	}
+	ok := data("shard:1", 3, "b", 0)
+	ok.headers = []kafka.Header{{Key: "z", Value: []byte("2")}, {Key: "a", Value: []byte("1")}}
+	last = b.write(1, ok)
+	if err := b.runTrustedUntil(ts, 1, last); err != nil {
+		t.Fatal(err)
+	}
+	got = b.readAll(trusted, 1)
+	if len(got) != 1 || len(got[0].Headers) != 3 || got[0].Headers[0].Key != "z" || got[0].Headers[1].Key != "a" ||
+		got[0].Headers[2].Key != materializer.HeaderTrusted || got[0].TopicPartition.Partition != 1 {
+		t.Fatalf("trusted record: %v", got)
+	}
+	var pv materializer.Provenance
+	if err := json.Unmarshal(got[0].Headers[2].Value, &pv); err != nil || pv.Offset != last || pv.Batch != "b" || pv.Token != 3 {
+		t.Fatalf("provenance %s: %v", got[0].Headers[2].Value, err)
+	}
+	_ = barrier.HeaderLease
+}
