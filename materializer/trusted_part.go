@@ -14,6 +14,8 @@ import (
 func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
+		member := c.String()
+		t.m.log.Info("trusted sink: partitions assigned", "member", member, "partitions", len(e.Partitions))
 		var take []kafka.TopicPartition
 		for _, tp := range e.Partitions {
 			if err := t.take(ctx, partitionKey{*tp.Topic, tp.Partition}); err != nil {
@@ -25,6 +27,8 @@ func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka
 		}
 		return c.IncrementalAssign(take)
 	case kafka.RevokedPartitions:
+		member := c.String()
+		t.m.log.Info("trusted sink: partitions revoked", "member", member, "partitions", len(e.Partitions), "lost", c.AssignmentLost())
 		for _, tp := range e.Partitions {
 			t.drop(partitionKey{*tp.Topic, tp.Partition})
 		}

@@ -281,3 +281,179 @@ func TestTrustedHeadersByteExact(t *testing.T) {
 	}
 	_ = barrier.HeaderLease
 }
+
+// TestFM54_TrustedCrashBeforeEachCommitLeavesNoTrace: the sink stops
+// with a chunk's transaction open, before its commit, at each chunk in
+// turn; the next instance of the same name resumes, and the trusted topic
+// is the ledger's, each record once.
+func TestFM54_TrustedCrashBeforeEachCommitLeavesNoTrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last := b.trustedWorkload()
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	want := b.ledgerView(1)
+	small := func(c *materializer.Config) { c.MaxBatch = 4 }
+	for k := 1; ; k++ {
+		name := fmt.Sprintf("crash%d", k)
+		calls := 0
+		crash := func(c *materializer.TrustedConfig) {
+			c.Hooks.BeforeCommit = func(string, int32) error {
+				if calls++; calls == k {
+					return errCrash
+				}
+				return nil
+			}
+		}
+		err := b.runTrustedUntil(b.newTrusted(name, crash, small), 1, last)
+		if err == nil {
+			if k == 1 {
+				t.Fatal("no chunk was committed")
+			}
+			break // k is past the last chunk
+		}
+		if !errors.Is(err, errCrash) {
+			t.Fatalf("crash %d: %v", k, err)
+		}
+		next := b.newTrusted(name, nil, small)
+		if err := b.runTrustedUntil(next, 1, last); err != nil {
+			t.Fatalf("after crash %d: %v", k, err)
+		}
+		if got := b.trustedView(next, 1); got != want {
+			t.Fatalf("after a crash before commit %d:\n%s\nwant:\n%s", k, got, want)
+		}
+	}
+}
+
+// TestFM55_ZombieSinkFencedByTheBroker: an instance frozen before its
+// commit loses its partitions (max.poll.interval.ms); the instance that
+// takes them fences its producer and aborts its transaction, and the
+// zombie's commit, when it wakes, is refused: every record once.
+func TestFM55_ZombieSinkFencedByTheBroker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last := b.trustedWorkload()
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	want := b.ledgerView(1)
+	frozen, wake := make(chan struct{}), make(chan struct{})
+	quick := func(c *materializer.Config) {
+		c.Consumer = map[string]string{"session.timeout.ms": "6000", "max.poll.interval.ms": "6000", "heartbeat.interval.ms": "500"}
+	}
+	var once bool
+	zombie := b.newTrusted("zombie", func(c *materializer.TrustedConfig) {
+		c.Hooks.BeforeCommit = func(string, int32) error {
+			if !once {
+				once = true
+				close(frozen)
+				<-wake
+			}
+			return nil
+		}
+	}, quick)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	zdone := make(chan error, 1)
+	go func() { zdone <- zombie.Run(ctx) }()
+	<-frozen
+	next := b.newTrusted("zombie", nil, quick)
+	if err := b.runTrustedUntil(next, 1, last); err != nil {
+		t.Fatal(err)
+	}
+	close(wake)
+	err := <-zdone
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "fenc") {
+		t.Fatalf("the zombie's commit: %v, want fenced", err)
+	}
+	if got := b.trustedView(next, 1); got != want {
+		t.Fatalf("with a zombie:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestFM56_InstancesShareAndHandOverPartitions: two instances of one
+// sink split the partitions through the group; one leaves mid-stream and
+// its partitions move; the trusted topic is the ledger's on each
+// partition.
+func TestFM56_InstancesShareAndHandOverPartitions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.trustedWorkload()
+	b.write(2, bar("shard:2", 4), data("shard:2", 4, "x", 0))
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	first := b.newTrusted("shared", nil, nil)
+	fdone := make(chan error, 1)
+	go func() { fdone <- first.Run(ctx) }()
+	second := b.newTrusted("shared", nil, nil)
+	sctx, scancel := context.WithCancel(b.ctx)
+	sdone := make(chan error, 1)
+	go func() { sdone <- second.Run(sctx) }()
+	last1 := b.write(1, data("shard:1", 4, "more", 0), data("shard:1", 4, "more", 1))
+	last2 := b.write(2, data("shard:2", 4, "x", 0), data("shard:2", 4, "y", 0), data("shard:2", 3, "old", 0))
+	for _, p := range []struct {
+		p    int32
+		last int64
+	}{{1, last1}, {2, last2}} {
+		b.waitCommitted(first.GroupID(), p.p, p.last)
+	}
+	scancel() // the second leaves: its partitions move to the first
+	if err := <-sdone; err != nil {
+		t.Fatal(err)
+	}
+	last1 = b.write(1, data("shard:1", 4, "after", 0))
+	last2 = b.write(2, data("shard:2", 4, "after", 0))
+	b.waitCommitted(first.GroupID(), 1, last1)
+	b.waitCommitted(first.GroupID(), 2, last2)
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last1)
+	b.runUntil(b.newMaterializer(nil), b.db, 2, last2)
+	for _, p := range []int32{1, 2} {
+		if got, want := b.trustedView(first, p), b.ledgerView(p); got != want {
+			t.Fatalf("partition %d:\n%s\nwant:\n%s", p, got, want)
+		}
+	}
+	cancel()
+	if err := <-fdone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCommitted waits until group's offset of partition passes last.
+func (b *testBundle) waitCommitted(group string, p int32, last int64) {
+	b.t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(90 * time.Second)
+	for b.committed(group, p) <= last {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			b.t.Fatalf("group %s never passed offset %d of partition %d", group, last, p)
+		}
+	}
+}
+
+// TestFM57_DedupWindowSurvivesRestartAndIsBounded: the window is
+// restored from the state topic (a retry after a restart is a duplicate)
+// and holds DedupWindow batches per lease: a retry of an older batch is
+// accepted again, as docs/design.md says.
+func TestFM57_DedupWindowSurvivesRestartAndIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last := b.write(1, bar("shard:1", 3), data("shard:1", 3, "a", 0), data("shard:1", 3, "b", 0), data("shard:1", 3, "c", 0))
+	window := func(c *materializer.TrustedConfig) { c.DedupWindow = 2 }
+	if err := b.runTrustedUntil(b.newTrusted("window", window, nil), 1, last); err != nil {
+		t.Fatal(err)
+	}
+	last = b.write(1, data("shard:1", 3, "c", 0), data("shard:1", 3, "a", 0))
+	ts := b.newTrusted("window", window, nil)
+	if err := b.runTrustedUntil(ts, 1, last); err != nil {
+		t.Fatal(err)
+	}
+	got := b.trustedView(ts, 1)
+	want := "shard:1 3 a 0 1 shard:1/3/a/0 {} \"\"\n" +
+		"shard:1 3 b 0 2 shard:1/3/b/0 {} \"\"\n" +
+		"shard:1 3 c 0 3 shard:1/3/c/0 {} \"\"\n" +
+		"shard:1 3 a 0 5 shard:1/3/a/0 {} \"\"\n" + // a was pushed out of the window by b and c
+		"--\n00000004 duplicate shard:1 3" // c was in the window restored
+	if got != want {
+		t.Fatalf("window of 2 batches:\n%s\nwant:\n%s", got, want)
+	}
+}
