@@ -25,7 +25,11 @@ func (m *Materializer) Handler() *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, Status{Verdicts: m.Counts(), Lag: m.Lag()})
+		st := Status{Verdicts: m.Counts(), Lag: m.Lag()}
+		if t := m.trustedSink(); t != nil {
+			st.Trusted = t.Counts()
+		}
+		writeJSON(w, http.StatusOK, st)
 	})
 	return mux
 }
@@ -39,6 +43,9 @@ type Status struct {
 	// Lag is, per "topic/partition" this instance applies, the high
 	// watermark last seen minus the next offset to apply (Lag).
 	Lag map[string]int64 `json:"lag"`
+	// Trusted counts the trusted sink's verdicts since the process
+	// started, with --sinks kafka (absent otherwise).
+	Trusted map[Verdict]int64 `json:"trusted,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -35,6 +35,9 @@ func TestStatusMembersAreDocumented(t *testing.T) {
 	for _, v := range Verdicts {
 		m.verdicts.Store(v, new(atomic.Int64))
 	}
+	if _, err := m.Trusted(TrustedConfig{}); err != nil {
+		t.Fatal(err)
+	}
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/status", nil))
 	var body map[string]map[string]int64

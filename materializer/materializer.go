@@ -190,6 +190,8 @@ type Materializer struct {
 	fences   map[string]int64 // lease -> highest token on any partition, as committed by this instance
 	// ready serves /readyz from a cached Ready (FM43).
 	ready *probe.Cache
+	// trusted is the Kafka sink made by Trusted, if any.
+	trusted *TrustedSink
 
 	// copiedChunks counts chunks copied straight into the ledger,
 	// copyFallbacks those whose COPY met a key applied before and went
@@ -205,7 +207,9 @@ type partitionKey struct {
 // DefaultParallel is Config.Parallel's default.
 const DefaultParallel = 4
 
-// New returns a Materializer for the topics of router's routes.
+// New returns a Materializer for the topics of router's routes. pool is
+// the ledger's database; nil for a materializer whose only sink is the
+// trusted topic (Trusted), whose Run then fails.
 func New(pool *pgxpool.Pool, router *txnmap.Router, cfg Config) (*Materializer, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -270,12 +274,28 @@ func (m *Materializer) Lag() map[string]int64 {
 	return out
 }
 
-// Ready reports whether Run is consuming and Postgres answers.
+// Ready reports whether each sink is consuming: Run and Postgres
+// answering when m has a ledger database, the trusted sink's Run when m
+// has one.
 func (m *Materializer) Ready(ctx context.Context) error {
+	if t := m.trustedSink(); t != nil {
+		if err := t.Ready(ctx); err != nil {
+			return err
+		}
+	}
+	if m.pool == nil {
+		return nil
+	}
 	if !m.running.Load() {
 		return errors.New("materializer not consuming")
 	}
 	return m.pool.Ping(ctx)
+}
+
+func (m *Materializer) trustedSink() *TrustedSink {
+	m.fenceMu.Lock()
+	defer m.fenceMu.Unlock()
+	return m.trusted
 }
 
 func (m *Materializer) verdictCounter(v Verdict) *atomic.Int64 {

@@ -24,6 +24,9 @@ func (m *Materializer) Run(ctx context.Context) error {
 }
 
 func (m *Materializer) run(ctx context.Context) error {
+	if m.pool == nil {
+		return errors.New("materializer: no ledger database: the postgres sink needs one")
+	}
 	c, err := m.newConsumer()
 	if err != nil {
 		return err

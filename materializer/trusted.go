@@ -87,7 +87,8 @@ type trustedPart struct {
 	state *partState
 }
 
-// Trusted returns the Kafka sink of m's routes.
+// Trusted returns the Kafka sink of m's routes (one per Materializer: its
+// readiness and status are m's).
 func (m *Materializer) Trusted(cfg TrustedConfig) (*TrustedSink, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -96,6 +97,12 @@ func (m *Materializer) Trusted(cfg TrustedConfig) (*TrustedSink, error) {
 	for _, v := range Verdicts {
 		t.verdicts.Store(v, new(atomic.Int64))
 	}
+	m.fenceMu.Lock()
+	defer m.fenceMu.Unlock()
+	if m.trusted != nil {
+		return nil, errors.New("materializer: a trusted sink exists already")
+	}
+	m.trusted = t
 	return t, nil
 }
 

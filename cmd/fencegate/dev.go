@@ -54,11 +54,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Lookup("kafka-brokers").Usage = "not used by dev: its gateway and materializer use the development broker at --kafka-listen"
 	fs.Lookup("config").Usage = "routes and clients YAML file (empty: the development file built into the binary, " +
 		"the same as deploy/dev/fencegate.yaml)"
-	var kafkaListen, matListen *string
+	var kafkaListen, matListen, sinks *string
 	var join *bool
 	fs.settingsOf(func() {
 		kafkaListen = fs.String("kafka-listen", defaultKafkaBrokers, "listen address of the embedded development broker")
 		matListen = fs.String("materializer-listen", defaultMaterializerListen, "listen address of the materializer's HTTP port")
+		sinks = fs.String("sinks", defaultSinks, "the materializer's sinks: postgres, kafka (the trusted topic, T.trusted) or postgres,kafka")
 		join = fs.Bool("join", false, "run one more gateway replica beside a running fencegate dev (give it another --listen): "+
 			"no broker, no materializer, no reset; it uses the development broker at --kafka-listen and dev's database, and the replicas forward to each other")
 	})
@@ -98,7 +99,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	f.brokers = *kafkaListen
 	log.Warn("DEVELOPMENT BROKER: kfake from franz-go, in-process, NOT Apache Kafka; for development and tests only",
 		"addr", *kafkaListen)
-	mf := materializeFlags{commonFlags: f.commonFlags, listen: *matListen}
+	mf := materializeFlags{commonFlags: f.commonFlags, listen: *matListen, sinks: *sinks}
 	mf.migrate = false
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, f, log.With("component", "gateway"), nil) })

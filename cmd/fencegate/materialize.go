@@ -21,15 +21,21 @@ import (
 
 type materializeFlags struct {
 	commonFlags
-	listen     string
-	partitions string
+	listen      string
+	partitions  string
+	sinks       string
+	trustedName string
+	dedupWindow int
 }
 
 func (f *materializeFlags) register(fs *cmdFlags) {
 	f.commonFlags.register(fs, "materializer")
 	fs.settingsOf(func() {
 		fs.StringVar(&f.listen, "listen", defaultMaterializerListen, "HTTP listen address (health, readiness, status, metrics)")
-		fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions, e.g. 0-7,12 (empty: all)")
+		fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions to the postgres sink, e.g. 0-7,12 (empty: all; the kafka sink shares partitions through its consumer group)")
+		fs.StringVar(&f.sinks, "sinks", defaultSinks, "where the trusted output goes: postgres (the ledger), kafka (the trusted topic, docs/design.md) or postgres,kafka")
+		fs.StringVar(&f.trustedName, "trusted-name", materializer.DefaultTrustedName, "the kafka sink's name: its topics T.NAME, T.NAME.receipts, T.NAME.state and group fencegate-NAME")
+		fs.IntVar(&f.dedupWindow, "dedup-window", materializer.DefaultDedupWindow, "the kafka sink's dedup window: batches remembered per lease and partition")
 	})
 }
 
@@ -64,11 +70,17 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err := checkKafka(ctx, conn, router, log); err != nil {
 		return err
 	}
-	pool, err := openLedger(ctx, f.databaseURL, f.migrate)
+	postgres, kafkaSink, err := parseSinks(f.sinks)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	var pool *pgxpool.Pool
+	if postgres {
+		if pool, err = openLedger(ctx, f.databaseURL, f.migrate); err != nil {
+			return err
+		}
+		defer pool.Close()
+	}
 	parts, err := parsePartitions(f.partitions)
 	if err != nil {
 		return err
@@ -88,7 +100,16 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	mux := m.Handler()
 	mux.Handle("GET /metrics", metricsHandler)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return m.Run(gctx) })
+	if postgres {
+		g.Go(func() error { return m.Run(gctx) })
+	}
+	if kafkaSink {
+		ts, err := m.Trusted(materializer.TrustedConfig{Name: f.trustedName, DedupWindow: f.dedupWindow})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return ts.Run(gctx) })
+	}
 	g.Go(func() error {
 		return listenAndServe(gctx, f.listen, mux, gateway.ServerConfig{}, log, nil, nil)
 	})
@@ -97,6 +118,29 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		return nil
 	}
 	return err
+}
+
+// defaultSinks is --sinks' default: the Postgres ledger, as before the
+// trusted topic.
+const defaultSinks = "postgres"
+
+// parseSinks reads --sinks: postgres, kafka or both, comma-separated
+// (empty: defaultSinks).
+func parseSinks(spec string) (postgres, kafka bool, err error) {
+	if spec == "" {
+		spec = defaultSinks
+	}
+	for _, s := range strings.Split(spec, ",") {
+		switch strings.TrimSpace(s) {
+		case "postgres":
+			postgres = true
+		case "kafka":
+			kafka = true
+		default:
+			return false, false, fmt.Errorf("--sinks: %q is not postgres or kafka", s)
+		}
+	}
+	return postgres, kafka, nil
 }
 
 // parsePartitions reads "0-7,12" into partition numbers.
