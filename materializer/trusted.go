@@ -11,7 +11,6 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/kafkaconn"
-	"github.com/fencegate/fencegate/txnmap"
 )
 
 // DefaultTrustedName is TrustedConfig.Name's default.
@@ -116,9 +115,19 @@ func (t *TrustedSink) Topics(topic string) (trusted, receipts, state string) {
 // GroupID is the sink's consumer group.
 func (t *TrustedSink) GroupID() string { return "fencegate-" + t.cfg.Name }
 
-// transactionalID is the id of the producer of one input partition.
+// TransactionalIDPrefix is what every transactional id of the sink's
+// producers starts with, "fencegate-trusted/<transactional_id_prefix>/":
+// outside the gateways' prefix (txnmap.IDPrefix), so a prefixed ACL gives
+// the materializer principal these ids and the gateways none of them.
+func (t *TrustedSink) TransactionalIDPrefix() string {
+	return "fencegate-trusted/" + t.m.router.Prefix() + "/"
+}
+
+// transactionalID is the id of the producer of one input partition:
+// bound to the sink's name, the topic and the partition, so each input
+// partition has one writer, fenced at every change of owner.
 func (t *TrustedSink) transactionalID(key partitionKey) string {
-	return fmt.Sprintf("%s~%s:%s/%d", txnmap.IDPrefix(t.m.router.Prefix()), t.cfg.Name, key.topic, key.partition)
+	return fmt.Sprintf("%s%s/%s/%d", t.TransactionalIDPrefix(), t.cfg.Name, key.topic, key.partition)
 }
 
 // Counts returns how many records got each verdict since start.
