@@ -31,6 +31,11 @@ func (r *runner) verify(ctx context.Context, rep *report.Report) error {
 			return err
 		}
 	}
+	if r.stack.Trusted {
+		if err := r.checkTrusted(ctx, rep); err != nil {
+			return err
+		}
+	}
 	if r.sc.Stateful {
 		return r.checkI6(ctx, rep)
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,6 +54,9 @@ type runner struct {
 	bal *balancedStats
 	// threadsBefore is the process's OS thread count before the run.
 	threadsBefore int
+	// matKills counts the materializer child's kills
+	// (KillMaterializerEvery).
+	matKills atomic.Int64
 }
 
 // threadCount reads the process's OS threads from /proc (0 if unknown).
@@ -186,6 +190,7 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	}
 	r.every(freezeCtx, &faults, r.sc.FreezeReplicaEvery, func() { r.freezeReplica(freezeCtx) })
 	r.every(fctx, &faults, r.sc.KillReplicaEvery, func() { r.killReplica(fctx) })
+	r.every(fctx, &faults, r.sc.KillMaterializerEvery, func() { r.killMaterializer(fctx) })
 	if r.sc.RollingRestart {
 		faults.Add(1)
 		go func() {

@@ -88,6 +88,10 @@ type Scenario struct {
 	// once on the same port under the same replica name. 0: off. Needs
 	// two or more replicas.
 	KillReplicaEvery time.Duration `yaml:"kill_replica_every"`
+	// KillMaterializerEvery sends SIGKILL to the materializer child
+	// process this often, mid-chunk when it is busy, and starts it again
+	// at once (FM54). 0: off. Separate processes only.
+	KillMaterializerEvery time.Duration `yaml:"kill_materializer_every"`
 	// RollingRestart restarts every gateway replica in turn once, a
 	// quarter into the run: SIGTERM, its drain and exit, started again
 	// and ready (and back in the balancer's rotation), then the next.
@@ -201,8 +205,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("kill_gateway_after must be inside the duration")
 	case s.DrainReplicaAfter < 0 || s.DrainReplicaAfter >= s.Duration && s.DrainReplicaAfter != 0:
 		return errors.New("drain_replica_after must be inside the duration")
-	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0:
-		return errors.New("freeze_replica_every and kill_replica_every must be >= 0")
+	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0 || s.KillMaterializerEvery < 0:
+		return errors.New("freeze_replica_every, kill_replica_every and kill_materializer_every must be >= 0")
 	case s.FreezeReplicaEvery > 0 && (s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute):
 		// Checked only when the fault is on: its default (3 x TTL) is
 		// over a minute for TTLs of 20 s and more.

@@ -84,6 +84,9 @@ type trustedPart struct {
 	key   partitionKey
 	p     *kafka.Producer
 	state *partState
+	// next is the input offset this instance last committed (0: none
+	// yet).
+	next int64
 }
 
 // Trusted returns the Kafka sink of m's routes (one per Materializer: its
@@ -184,6 +187,36 @@ func (t *TrustedSink) run(ctx context.Context) error {
 		}
 		if err := t.commitChunks(ctx, c, chunks); err != nil {
 			return err
+		}
+		if len(chunks) == 0 {
+			if err := t.skipMarkers(ctx, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// skipMarkers, when idle, moves the group's offset of each owned partition
+// past what read_committed never delivers (transaction markers, aborted
+// records), in a transaction of the partition's producer with no record:
+// so a caught-up partition shows no lag. Every record below the position
+// was delivered and committed before this poll.
+func (t *TrustedSink) skipMarkers(ctx context.Context, c *kafka.Consumer) error {
+	t.mu.Lock()
+	parts := make([]*trustedPart, 0, len(t.parts))
+	for _, tp := range t.parts {
+		parts = append(parts, tp)
+	}
+	t.mu.Unlock()
+	for _, tp := range parts {
+		topic := tp.key.topic
+		pos, err := c.Position([]kafka.TopicPartition{{Topic: &topic, Partition: tp.key.partition}})
+		if err != nil || len(pos) != 1 || pos[0].Offset < 0 || int64(pos[0].Offset) <= tp.next {
+			continue // unknown yet, or nothing to skip
+		}
+		if err := t.transact(ctx, c, tp, nil, int64(pos[0].Offset)); err != nil {
+			return fmt.Errorf("trusted sink: %s/%d: skipping to %d: %w", topic, tp.key.partition, pos[0].Offset, err)
 		}
 	}
 	return nil

@@ -213,5 +213,9 @@ func (t *TrustedSink) transact(ctx context.Context, c *kafka.Consumer, tp *trust
 			return err
 		}
 	}
-	return tp.p.CommitTransaction(ctx)
+	if err := tp.p.CommitTransaction(ctx); err != nil {
+		return err
+	}
+	tp.next = next
+	return nil
 }

@@ -72,6 +72,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.ReplicaPause, "replica-pause", 0, "how long a frozen replica stays stopped (default 3 x TTL)")
 	fs.DurationVar(&sc.DrainReplicaAfter, "drain-replica-after", 0, "SIGTERM the first gateway replica this long into the run, wait for its drain, restart it (embedded; starts 2 replicas; 0: off)")
 	fs.DurationVar(&sc.KillReplicaEvery, "kill-replica-every", 0, "SIGKILL one gateway replica in turn this often, under load, and restart it at once on the same port and replica name (embedded; starts 2 replicas; 0: off)")
+	fs.DurationVar(&sc.KillMaterializerEvery, "kill-materializer-every", 0, "SIGKILL the materializer child this often, mid-chunk when busy, and restart it at once (--separate-processes; 0: off)")
+	trusted := fs.Bool("trusted", false, "the materializer also writes the trusted topic (--sinks postgres,kafka), and the run checks it as it checks the ledger")
 	fs.BoolVar(&sc.RollingRestart, "rolling-restart", false, "a quarter into the run, restart every gateway replica in turn: SIGTERM, drain and exit, restart, ready (and back in the balancer's rotation), next (embedded; starts 2 replicas)")
 	fs.StringVar(&sc.Body, "body", sc.Body, "batch body workers send: binary (as the SDK) or json (as curl)")
 	fs.BoolVar(&sc.MixedFleet, "mixed-fleet", false, "with --embedded (in-process gateway): run direct workers (old binaries: leases through the API, their own producer; one frozen past its TTL) beside the gateway workers on shard:*, walk the rollout observe -> gated -> enforced through the admin API, then apply the ACL plan; the faults and baselines are off")
@@ -109,6 +111,15 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return errors.New("--materializer=false needs --separate-processes, and no --pause-materializer or --stateful")
 	}
 	stackOpts := []stack.StackOption{stack.WithClients(*clients), stack.WithLimits(caps)}
+	if sc.KillMaterializerEvery > 0 && (!*separate || sep.NoMaterializer) {
+		return errors.New("--kill-materializer-every needs --separate-processes with the materializer")
+	}
+	if *trusted {
+		if sep.NoMaterializer || sc.MixedFleet {
+			return errors.New("--trusted needs the materializer and no --mixed-fleet")
+		}
+		stackOpts = append(stackOpts, stack.WithTrusted())
+	}
 	if *balancer != "" {
 		if !*embedded || *replicas < 2 || *separate || sc.MixedFleet {
 			return errors.New("--balancer needs --embedded and --replicas 2 or more (no --separate-processes or --mixed-fleet)")

@@ -20,7 +20,9 @@ type Report struct {
 		I3 Invariant `json:"I3"`
 		I4 Invariant `json:"I4"`
 	} `json:"invariants"`
-	Ledger     LedgerCheck    `json:"ledger"`
+	Ledger LedgerCheck `json:"ledger"`
+	// Trusted checks the trusted topic (--trusted; nil: not run).
+	Trusted    *TrustedCheck  `json:"trusted,omitempty"`
 	History    History        `json:"history"`
 	NetFault   *NetFault      `json:"net_fault,omitempty"`
 	Gateway    GatewayFigures `json:"gateway"`
@@ -238,7 +240,7 @@ func (rep *Report) Finish() {
 	rep.Pass = inv.I1.Pass && inv.I2.Pass && inv.I3.Pass && inv.I4.Pass && (rep.Ledger.Pass || rep.Ledger.NotChecked) && rep.History.Pass() &&
 		rep.Gateway.StaleAccepted == 0 && rep.Gateway.DefiniteButCommitted == 0 && rep.Gateway.SessionsAfterRun <= 0 &&
 		(rep.Stateful == nil || rep.Stateful.I6.Pass && rep.Stateful.FencedState.Passed()) &&
-		(rep.Balanced == nil || rep.Balanced.Pass)
+		(rep.Balanced == nil || rep.Balanced.Pass) && (rep.Trusted == nil || rep.Trusted.Pass)
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -289,6 +291,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| ledger == acked batches | %s | %d | missing %d, duplicated %d (extra %d) |\n\n",
 			passText(rep.Ledger.Pass), rep.Ledger.AckedBatches, rep.Ledger.Missing, rep.Ledger.Duplicated, rep.Ledger.Extra)
 	}
+	rep.Trusted.writeMarkdown(w)
 	fmt.Fprintln(w, "| | gateway | direct | naive |")
 	fmt.Fprintln(w, "|---|---|---|---|")
 	for _, row := range rep.baselineRows() {

@@ -84,8 +84,38 @@ type SeparateOptions struct {
 // separate is what the harness needs of the children besides the gateway.
 type separate struct {
 	exe   string
+	cfg   string // the children's config file
 	opts  SeparateOptions
 	procs []Process
+	// mat is the materializer child (nil: none), replaced when
+	// KillMaterializer restarts it.
+	matMu sync.Mutex
+	mat   *child
+}
+
+func (sep *separate) setMat(c *child) {
+	sep.matMu.Lock()
+	defer sep.matMu.Unlock()
+	sep.mat = c
+}
+
+// matPID is the materializer child's pid (0: none).
+func (sep *separate) matPID() int {
+	sep.matMu.Lock()
+	defer sep.matMu.Unlock()
+	if sep.mat == nil {
+		return 0
+	}
+	return sep.mat.pid()
+}
+
+// stopMat stops the materializer child of the moment.
+func (sep *separate) stopMat() {
+	sep.matMu.Lock()
+	defer sep.matMu.Unlock()
+	if sep.mat != nil {
+		sep.mat.stop()
+	}
 }
 
 // Process is a child (or the harness itself) whose CPU and memory are
@@ -138,7 +168,7 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	if err != nil {
 		return nil, err
 	}
-	sep := &separate{exe: exe, opts: opts}
+	sep := &separate{exe: exe, cfg: cfg, opts: opts}
 	broker, err := startBroker(ctx, exe, cfg)
 	if err != nil {
 		return nil, err
@@ -173,8 +203,9 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 		if err != nil {
 			return nil, err
 		}
-		s.closers = append(s.closers, mat.stop)
-		sep.procs = append(sep.procs, Process{report.ProcMaterializer, mat.pid})
+		sep.mat = mat
+		s.closers = append(s.closers, sep.stopMat)
+		sep.procs = append(sep.procs, Process{report.ProcMaterializer, sep.matPID})
 	}
 	sep.procs = append(sep.procs, Process{report.ProcHarness, os.Getpid})
 	s.separate = sep
@@ -279,6 +310,9 @@ func startMaterializerChild(ctx context.Context, s *Stack, exe, cfg string) (*ch
 		return nil, err
 	}
 	args := append([]string{"materialize", "--listen", addr, "--database-url", s.DatabaseURL, "--config", cfg}, kafkaArgs(s.Kafka)...)
+	if s.Trusted {
+		args = append(args, "--sinks", "postgres,kafka", "--trusted-name", TrustedName)
+	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
 	if s.Kafka.SASLPassword != "" {

@@ -65,6 +65,9 @@ type Stack struct {
 	// Materialize: a materializer applies the lease topic to the
 	// database, so the ledger can be checked.
 	Materialize bool
+	// Trusted: the materializer also writes the trusted topic
+	// (WithTrusted), so it can be checked too.
+	Trusted bool
 	// Token is the workers' bearer token of an external gateway (default
 	// WorkerToken).
 	Token string
@@ -481,6 +484,11 @@ func (s *Stack) startMaterializer(ctx context.Context, pool *pgxpool.Pool, log *
 		BarrierKey: []byte(barrierKey), Logger: log.With("component", "materializer")})
 	if err != nil {
 		return err
+	}
+	if s.Trusted {
+		if err := s.startTrusted(ctx, m, log.With("component", "materializer")); err != nil {
+			return err
+		}
 	}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)

@@ -1,0 +1,42 @@
+package report
+
+import (
+	"fmt"
+	"io"
+)
+
+// TrustedCheck compares the trusted topic (docs/design.md, "The trusted
+// topic") with the acknowledged batches, as LedgerCheck does the ledger,
+// and with the ledger itself.
+type TrustedCheck struct {
+	LedgerCheck
+	// Records is how many records the trusted topic holds.
+	Records int64 `json:"records"`
+	// NotInLedger and NotInTrusted count the records of one and not the
+	// other (by lease, owner, batch id and seq): 0 unless a retry older
+	// than the dedup window was accepted again.
+	NotInLedger  int64 `json:"not_in_ledger"`
+	NotInTrusted int64 `json:"not_in_trusted"`
+	// OutOfOrder counts records whose source offset is not above the
+	// previous one of their partition, or whose token is below an
+	// earlier one of their lease.
+	OutOfOrder int64 `json:"out_of_order"`
+	// MaterializerKills is how many times the materializer child was
+	// killed (--kill-materializer-every).
+	MaterializerKills int64 `json:"materializer_kills"`
+}
+
+// Finish sets Pass.
+func (c *TrustedCheck) Finish() {
+	c.Pass = c.Missing == 0 && c.Duplicated == 0 && c.NotInLedger == 0 && c.NotInTrusted == 0 && c.OutOfOrder == 0
+}
+
+func (c *TrustedCheck) writeMarkdown(w io.Writer) {
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "trusted topic == acked batches == ledger: %s; %d acked batches, missing %d, duplicated %d (extra %d), %d records, "+
+		"not in the ledger %d, not in the trusted topic %d, out of order %d, materializer kills %d\n\n",
+		passText(c.Pass), c.AckedBatches, c.Missing, c.Duplicated, c.Extra, c.Records, c.NotInLedger, c.NotInTrusted,
+		c.OutOfOrder, c.MaterializerKills)
+}
