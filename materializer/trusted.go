@@ -31,6 +31,13 @@ type TrustedConfig struct {
 	TransactionTimeout time.Duration
 	// RestoreTimeout bounds reading one partition's state (default 2m).
 	RestoreTimeout time.Duration
+	// InstanceID, when set, is the consumer's group.instance.id (static
+	// membership, KIP-345): an instance restarted under the same id takes
+	// its partitions back at once instead of after the dead one's session
+	// timeout (45 s). A stable name per instance (a StatefulSet pod's, a
+	// host's); two live processes with one id: the broker fences the
+	// older. Empty: a dynamic member.
+	InstanceID string
 	// Hooks are named points for tests.
 	Hooks TrustedHooks
 }
@@ -233,6 +240,9 @@ func (t *TrustedSink) newConsumer() (*kafka.Consumer, error) {
 		"partition.assignment.strategy": "cooperative-sticky",
 		"go.logs.channel.enable":        false}) {
 		cm[k] = v
+	}
+	if t.cfg.InstanceID != "" {
+		cm["group.instance.id"] = t.cfg.InstanceID
 	}
 	for k, v := range t.m.cfg.Consumer {
 		cm[k] = v

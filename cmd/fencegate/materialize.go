@@ -26,6 +26,7 @@ type materializeFlags struct {
 	sinks       string
 	trustedName string
 	dedupWindow int
+	instanceID  string
 }
 
 func (f *materializeFlags) register(fs *cmdFlags) {
@@ -36,6 +37,7 @@ func (f *materializeFlags) register(fs *cmdFlags) {
 		fs.StringVar(&f.sinks, "sinks", defaultSinks, "where the trusted output goes: postgres (the ledger), kafka (the trusted topic, docs/design.md) or postgres,kafka")
 		fs.StringVar(&f.trustedName, "trusted-name", materializer.DefaultTrustedName, "the kafka sink's name: its topics T.NAME, T.NAME.receipts, T.NAME.state and group fencegate-NAME")
 		fs.IntVar(&f.dedupWindow, "dedup-window", materializer.DefaultDedupWindow, "the kafka sink's dedup window: batches remembered per lease and partition")
+		fs.StringVar(&f.instanceID, "trusted-instance-id", "", "the kafka sink's group.instance.id: a stable name per instance (the pod's, the host's), so a restarted instance takes its partitions back at once (empty: a dynamic member, whose partitions wait for the session timeout)")
 	})
 }
 
@@ -104,7 +106,8 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		g.Go(func() error { return m.Run(gctx) })
 	}
 	if kafkaSink {
-		ts, err := m.Trusted(materializer.TrustedConfig{Name: f.trustedName, DedupWindow: f.dedupWindow})
+		ts, err := m.Trusted(materializer.TrustedConfig{Name: f.trustedName, DedupWindow: f.dedupWindow,
+			InstanceID: f.instanceID})
 		if err != nil {
 			return err
 		}

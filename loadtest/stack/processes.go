@@ -311,7 +311,9 @@ func startMaterializerChild(ctx context.Context, s *Stack, exe, cfg string) (*ch
 	}
 	args := append([]string{"materialize", "--listen", addr, "--database-url", s.DatabaseURL, "--config", cfg}, kafkaArgs(s.Kafka)...)
 	if s.Trusted {
-		args = append(args, "--sinks", "postgres,kafka", "--trusted-name", TrustedName)
+		// A static member: the child restarted after a kill takes its
+		// partitions back at once (KillMaterializer).
+		args = append(args, "--sinks", "postgres,kafka", "--trusted-name", TrustedName, "--trusted-instance-id", "loadtest-materializer")
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
