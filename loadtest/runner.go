@@ -190,7 +190,9 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	}
 	r.every(freezeCtx, &faults, r.sc.FreezeReplicaEvery, func() { r.freezeReplica(freezeCtx) })
 	r.every(fctx, &faults, r.sc.KillReplicaEvery, func() { r.killReplica(fctx) })
-	r.every(fctx, &faults, r.sc.KillMaterializerEvery, func() { r.killMaterializer(fctx) })
+	// Over the whole run: the materializer is on no worker's path, so
+	// no re-serve gap needs a quiet end.
+	r.every(pctx, &faults, r.sc.KillMaterializerEvery, func() { r.killMaterializer(pctx) })
 	if r.sc.RollingRestart {
 		faults.Add(1)
 		go func() {
