@@ -37,14 +37,16 @@ type trustedRecord struct {
 // the ledger, the two against each other, and the order per partition
 // and lease.
 func (r *runner) checkTrusted(ctx context.Context, rep *report.Report) error {
+	start := time.Now()
 	if err := r.waitTrustedCaughtUp(ctx); err != nil {
 		return err
 	}
+	catchUp := time.Since(start)
 	recs, err := r.readTrusted()
 	if err != nil {
 		return err
 	}
-	tc := &report.TrustedCheck{Records: int64(len(recs)), MaterializerKills: r.matKills.Load()}
+	tc := &report.TrustedCheck{Records: int64(len(recs)), MaterializerKills: r.matKills.Load(), CatchUpS: catchUp.Seconds()}
 	counts := map[string][2]int64{}
 	seqs := map[string]map[int]bool{}
 	for _, t := range recs {

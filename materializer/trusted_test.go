@@ -34,16 +34,7 @@ func (b *testBundle) newTrusted(name string, mod func(*materializer.TrustedConfi
 // none), stable offsets only.
 func (b *testBundle) committed(group string, p int32) int64 {
 	b.t.Helper()
-	cm, err := b.kafka.Conn.ConfigMap()
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	cm["enable.metrics.push"] = false
-	admin, err := kafka.NewAdminClient(&cm)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := b.adminClient()
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
 	topic := b.topic
@@ -57,6 +48,24 @@ func (b *testBundle) committed(group string, p int32) int64 {
 		return -1
 	}
 	return int64(tp.Offset)
+}
+
+// adminClient is the bundle's admin client, made at the first call and
+// closed when the test ends.
+func (b *testBundle) adminClient() *kafka.AdminClient {
+	b.t.Helper()
+	b.adminOnce.Do(func() {
+		cm, err := b.kafka.Conn.ConfigMap()
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		cm["enable.metrics.push"] = false
+		if b.admin, err = kafka.NewAdminClient(&cm); err != nil {
+			b.t.Fatal(err)
+		}
+		b.t.Cleanup(b.admin.Close)
+	})
+	return b.admin
 }
 
 // runTrustedUntil runs ts until its group's offset of partition passes
@@ -456,4 +465,8 @@ func TestFM57_DedupWindowSurvivesRestartAndIsBounded(t *testing.T) {
 	if got != want {
 		t.Fatalf("window of 2 batches:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+func contextWithCancel(b *testBundle) (context.Context, context.CancelFunc) {
+	return context.WithCancel(b.ctx)
 }

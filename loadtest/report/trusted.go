@@ -24,6 +24,10 @@ type TrustedCheck struct {
 	// MaterializerKills is how many times the materializer child was
 	// killed (--kill-materializer-every).
 	MaterializerKills int64 `json:"materializer_kills"`
+	// CatchUpS is how long the trusted sink took, after the ledger check,
+	// to reach the end of every partition: its backlog at the end of the
+	// run.
+	CatchUpS float64 `json:"catch_up_s"`
 }
 
 // Finish sets Pass.
@@ -36,7 +40,7 @@ func (c *TrustedCheck) writeMarkdown(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "trusted topic == acked batches == ledger: %s; %d acked batches, missing %d, duplicated %d (extra %d), %d records, "+
-		"not in the ledger %d, not in the trusted topic %d, out of order %d, materializer kills %d\n\n",
+		"not in the ledger %d, not in the trusted topic %d, out of order %d, materializer kills %d, caught up %.1f s after the ledger check\n\n",
 		passText(c.Pass), c.AckedBatches, c.Missing, c.Duplicated, c.Extra, c.Records, c.NotInLedger, c.NotInTrusted,
-		c.OutOfOrder, c.MaterializerKills)
+		c.OutOfOrder, c.MaterializerKills, c.CatchUpS)
 }
