@@ -96,8 +96,15 @@ func (t *TrustedSink) newProducer(key partitionKey) (*kafka.Producer, error) {
 		"enable.idempotence":     true,
 		"linger.ms":              5,
 		"go.delivery.reports":    false,
-		"go.logs.channel.enable": false,
-		"enable.metrics.push":    false,
+		// The Go client's channels default to 1,000,000 entries (8 MB
+		// each, allocated per producer): with a producer per partition
+		// they were most of the process's memory (1.2 GiB at 32
+		// partitions, BENCHMARKS.md). Produce() is called directly and
+		// errors surface on the transactional calls.
+		"go.produce.channel.size": 0,
+		"go.events.channel.size":  64,
+		"go.logs.channel.enable":  false,
+		"enable.metrics.push":     false,
 	}) {
 		cm[k] = v
 	}
