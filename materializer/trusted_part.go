@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"golang.org/x/sync/errgroup"
 )
 
 // rebalance takes the partitions assigned to this instance and lets go of
@@ -16,14 +17,14 @@ func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka
 	case kafka.AssignedPartitions:
 		member := c.String()
 		t.m.log.Info("trusted sink: partitions assigned", "member", member, "partitions", len(e.Partitions))
-		var take []kafka.TopicPartition
-		for _, tp := range e.Partitions {
-			if err := t.take(ctx, partitionKey{*tp.Topic, tp.Partition}); err != nil {
-				t.fail(err)
-				return err
-			}
+		if err := t.takeAll(ctx, e.Partitions); err != nil {
+			t.fail(err)
+			return err
+		}
+		take := make([]kafka.TopicPartition, len(e.Partitions))
+		for i, tp := range e.Partitions {
 			tp.Offset = kafka.OffsetStored
-			take = append(take, tp)
+			take[i] = tp
 		}
 		return c.IncrementalAssign(take)
 	case kafka.RevokedPartitions:
@@ -35,6 +36,22 @@ func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka
 		return c.IncrementalUnassign(e.Partitions)
 	}
 	return nil
+}
+
+// takeParallel is how many partitions one rebalance takes at once: each
+// waits on an InitTransactions and a read of its state.
+const takeParallel = 8
+
+// takeAll takes the partitions, takeParallel at a time, and returns the
+// first failure.
+func (t *TrustedSink) takeAll(ctx context.Context, tps []kafka.TopicPartition) error {
+	var g errgroup.Group
+	g.SetLimit(takeParallel)
+	for _, tp := range tps {
+		key := partitionKey{*tp.Topic, tp.Partition}
+		g.Go(func() error { return t.take(ctx, key) })
+	}
+	return g.Wait()
 }
 
 func (t *TrustedSink) fail(err error) {
