@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/kafkaconn"
 )
@@ -38,6 +39,10 @@ type TrustedConfig struct {
 	// host's); two live processes with one id: the broker fences the
 	// older. Empty: a dynamic member.
 	InstanceID string
+	// Mirror, when set, is the ledger database whose fences and
+	// checkpoints the sink keeps from its state, for checkpoint reads,
+	// when no Postgres ledger runs (trusted_mirror.go). Nil: none.
+	Mirror *pgxpool.Pool
 	// Hooks are named points for tests.
 	Hooks TrustedHooks
 }

@@ -65,6 +65,9 @@ func (t *TrustedSink) commitChunk(ctx context.Context, c *kafka.Consumer, tp *tr
 		return fmt.Errorf("trusted sink: %s/%d offsets %d-%d: %w", tp.key.topic, tp.key.partition,
 			recs[0].TopicPartition.Offset, next-1, err)
 	}
+	if err := t.mirror(ctx, tp.key, tp.state.changed); err != nil {
+		return fmt.Errorf("trusted sink: %s/%d: mirror: %w", tp.key.topic, tp.key.partition, err)
+	}
 	for v, n := range out.counts {
 		c, _ := t.verdicts.Load(v)
 		c.(*atomic.Int64).Add(n)
@@ -77,6 +80,7 @@ func (t *TrustedSink) commitChunk(ctx context.Context, c *kafka.Consumer, tp *tr
 func (t *TrustedSink) judgeChunk(tp *trustedPart, recs []*kafka.Message) chunkOut {
 	s := tp.state
 	s.dirty = map[string][]byte{}
+	s.changed = mirrored{fences: map[string]fenceState{}, checkpoints: map[string]checkpointState{}}
 	trusted, receipts, stateTopic := t.Topics(tp.key.topic)
 	out := chunkOut{msgs: make([]*kafka.Message, 0, len(recs)+8), counts: map[Verdict]int64{}}
 	to := func(topic string) kafka.TopicPartition {
@@ -103,7 +107,9 @@ func (t *TrustedSink) judgeChunk(tp *trustedPart, recs []*kafka.Message) chunkOu
 			out.msgs = append(out.msgs, trustedMsg(to(trusted), u))
 		case Barrier:
 			g := u.grant
-			s.set(stateKey(stateFence, g.Lease), fenceState{Token: g.Token, Owner: g.Owner, ProducerID: g.ProducerID, Epoch: g.Epoch, Offset: u.offset()})
+			f := fenceState{Token: g.Token, Owner: g.Owner, ProducerID: g.ProducerID, Epoch: g.Epoch, Offset: u.offset()}
+			s.fenceRows[g.Lease], s.changed.fences[g.Lease] = f, f
+			s.set(stateKey(stateFence, g.Lease), f)
 		case Marker:
 			s.set(stateKey(stateMark, u.marker.Pattern), markState{State: u.marker.State, Version: u.marker.Version})
 		case Checkpoint:
@@ -149,7 +155,7 @@ func (s *partState) checkpoint(u ruling) {
 		value = []byte{}
 	}
 	cp := checkpointState{Token: u.st.Token, Owner: u.st.Owner, Batch: u.st.Batch, Offset: u.offset(), Value: value}
-	s.checkpoints[u.st.Lease] = cp
+	s.checkpoints[u.st.Lease], s.changed.checkpoints[u.st.Lease] = cp, cp
 	s.set(stateKey(stateCheckpoint, u.st.Lease), cp)
 }
 

@@ -79,6 +79,9 @@ func (t *TrustedSink) take(ctx context.Context, key partitionKey) error {
 		return fmt.Errorf("trusted sink: %s/%d: init transactions: %w", key.topic, key.partition, err)
 	}
 	state, err := t.restore(ctx, key)
+	if err == nil {
+		err = t.mirror(ctx, key, state.all())
+	}
 	if err != nil {
 		p.Close()
 		return err

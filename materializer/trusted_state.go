@@ -98,11 +98,16 @@ type partState struct {
 	// dirty collects the state records a chunk changed, by key; a nil
 	// value is a tombstone.
 	dirty map[string][]byte
+	// fenceRows are the fences as the state topic has them; changed is
+	// what a chunk changed of them and of the checkpoints (the mirror's
+	// part).
+	fenceRows map[string]fenceState
+	changed   mirrored
 }
 
 func newPartState(m *Materializer, key partitionKey, window int) *partState {
 	return &partState{rules: newRules(m, key), window: window, leases: map[string]*leaseWindow{},
-		checkpoints: map[string]checkpointState{}, dirty: map[string][]byte{}}
+		checkpoints: map[string]checkpointState{}, dirty: map[string][]byte{}, fenceRows: map[string]fenceState{}}
 }
 
 // stateKey encodes a state record's key: a JSON array, unambiguous for
@@ -169,6 +174,7 @@ func (s *partState) restore(key, value []byte) error {
 			return fmt.Errorf("state %s: %w", key, err)
 		}
 		s.fences[parts[1]] = f.Token
+		s.fenceRows[parts[1]] = f
 	case parts[0] == stateMark && len(parts) == 2:
 		var k markState
 		if err := json.Unmarshal(value, &k); err != nil {
@@ -205,6 +211,11 @@ func (s *partState) restoreBatch(lease string, k batchKey, value []byte) error {
 	}
 	w.batches[k] = &b
 	return nil
+}
+
+// all is the whole state the mirror keeps.
+func (s *partState) all() mirrored {
+	return mirrored{fences: s.fenceRows, checkpoints: s.checkpoints}
 }
 
 // restored orders each lease's window by source offset, once every state

@@ -13,6 +13,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/materializer"
 )
 
@@ -469,4 +470,59 @@ func TestFM57_DedupWindowSurvivesRestartAndIsBounded(t *testing.T) {
 
 func contextWithCancel(b *testBundle) (context.Context, context.CancelFunc) {
 	return context.WithCancel(b.ctx)
+}
+
+// TestTrustedMirrorKeepsTheLedgersFencesAndCheckpoints: with no Postgres
+// ledger, the sink's mirror leaves the ledger database's fences and
+// checkpoints as the ledger would have them, so checkpoint reads answer;
+// a new owner of the partition mirrors its whole state again.
+func TestTrustedMirrorKeepsTheLedgersFencesAndCheckpoints(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last := b.trustedWorkload()
+	ref := pgtest.New(t)
+	b.runUntil(b.newMaterializerOn(ref, nil), ref, 1, last)
+	want := stateRows(t, ref)
+	if !strings.Contains(want, "pos-7") {
+		t.Fatalf("the workload's checkpoint is not in the ledger:\n%s", want)
+	}
+	mirror := func(c *materializer.TrustedConfig) { c.Mirror = b.db.Pool }
+	if err := b.runTrustedUntil(b.newTrusted("mirror", mirror, nil), 1, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateRows(t, b.db); got != want {
+		t.Fatalf("mirrored:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := b.db.Pool.Exec(b.ctx, `TRUNCATE fences, checkpoints`); err != nil {
+		t.Fatal(err)
+	}
+	last = b.write(1, data("shard:1", 4, "later", 0))
+	if err := b.runTrustedUntil(b.newTrusted("mirror", mirror, nil), 1, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateRows(t, b.db); got != want {
+		t.Fatalf("mirrored again by the partition's next owner:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// stateRows renders a ledger database's fences and checkpoints.
+func stateRows(t *testing.T, db *pgtest.DB) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, q := range []string{
+		`SELECT lease, token, owner, producer_id, producer_epoch, barrier_partition, barrier_offset FROM fences ORDER BY lease, barrier_partition`,
+		`SELECT lease, token, owner_id, batch_id, topic, partition, "offset", encode(value, 'escape') FROM checkpoints ORDER BY lease`,
+	} {
+		rows, err := db.Pool.Query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			vals, _ := rows.Values()
+			fmt.Fprintln(&sb, vals...)
+		}
+		rows.Close()
+		sb.WriteString("--\n")
+	}
+	return sb.String()
 }

@@ -27,6 +27,9 @@ type materializeFlags struct {
 	trustedName string
 	dedupWindow int
 	instanceID  string
+	// noMirror: with the kafka sink alone, keep no fences and checkpoints
+	// in the ledger database (and need none).
+	noMirror bool
 }
 
 func (f *materializeFlags) register(fs *cmdFlags) {
@@ -37,6 +40,7 @@ func (f *materializeFlags) register(fs *cmdFlags) {
 		fs.StringVar(&f.sinks, "sinks", defaultSinks, "where the trusted output goes: postgres (the ledger), kafka (the trusted topic, docs/design.md) or postgres,kafka")
 		fs.StringVar(&f.trustedName, "trusted-name", materializer.DefaultTrustedName, "the kafka sink's name: its topics T.NAME, T.NAME.receipts, T.NAME.state and group fencegate-NAME")
 		fs.IntVar(&f.dedupWindow, "dedup-window", materializer.DefaultDedupWindow, "the kafka sink's dedup window: batches remembered per lease and partition")
+		fs.BoolVar(&f.noMirror, "no-checkpoint-mirror", false, "with --sinks kafka alone: keep no fences and checkpoints in the ledger database for checkpoint reads, and need no database")
 		fs.StringVar(&f.instanceID, "trusted-instance-id", "", "the kafka sink's group.instance.id: a stable name per instance (the pod's, the host's), so a restarted instance takes its partitions back at once (empty: a dynamic member, whose partitions wait for the session timeout)")
 	})
 }
@@ -76,12 +80,17 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	var pool *pgxpool.Pool
-	if postgres {
+	var pool, mirror *pgxpool.Pool
+	if postgres || !f.noMirror {
 		if pool, err = openLedger(ctx, f.databaseURL, f.migrate); err != nil {
 			return err
 		}
 		defer pool.Close()
+	}
+	if !postgres {
+		// The kafka sink alone: the database holds only the mirror of its
+		// fences and checkpoints, and the materializer no ledger.
+		pool, mirror = nil, pool
 	}
 	parts, err := parsePartitions(f.partitions)
 	if err != nil {
@@ -107,7 +116,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	}
 	if kafkaSink {
 		ts, err := m.Trusted(materializer.TrustedConfig{Name: f.trustedName, DedupWindow: f.dedupWindow,
-			InstanceID: f.instanceID})
+			InstanceID: f.instanceID, Mirror: mirror})
 		if err != nil {
 			return err
 		}
