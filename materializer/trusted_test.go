@@ -231,7 +231,8 @@ func (b *testBundle) trustedWorkload() int64 {
 
 // TestTrustedTopicEqualsTheLedger: the Kafka sink writes the records the
 // Postgres ledger accepts, with the same refusals, for a workload of every
-// verdict (docs/design.md, "The trusted topic").
+// verdict (docs/design.md, "The trusted topic"), and a rebuild (a sink of
+// another name from offset 0) writes the same again.
 func TestTrustedTopicEqualsTheLedger(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -251,6 +252,14 @@ func TestTrustedTopicEqualsTheLedger(t *testing.T) {
 	counts := ts.Counts()
 	if counts[materializer.Checkpoint] != 1 || counts[materializer.Barrier] == 0 {
 		t.Fatalf("verdicts %v: want one checkpoint and the barriers", counts)
+	}
+	// A rebuild: a sink of another name from offset 0.
+	rebuilt := b.newTrusted("rebuilt", nil, nil)
+	if err := b.runTrustedUntil(rebuilt, 1, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.trustedView(rebuilt, 1); got != want {
+		t.Fatalf("the rebuilt trusted topic differs:\n%s\nwant:\n%s", got, want)
 	}
 }
 
