@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // TestStatusMembersAreDocumented: every member GET /v1/status returns,
@@ -34,6 +36,10 @@ func TestStatusMembersAreDocumented(t *testing.T) {
 	m := &Materializer{lag: map[partitionKey]int64{{"shard-output", 7}: 12}}
 	for _, v := range Verdicts {
 		m.verdicts.Store(v, new(atomic.Int64))
+	}
+	var err2 error
+	if m.met, err2 = newMetrics(noop.NewMeterProvider(), m); err2 != nil {
+		t.Fatal(err2)
 	}
 	if _, err := m.Trusted(TrustedConfig{}); err != nil {
 		t.Fatal(err)

@@ -85,6 +85,16 @@ func (x *metrics) verdicts(ctx context.Context, v Verdict, n int64) {
 	x.records.Add(ctx, n, metric.WithAttributes(attribute.String("verdict", string(v))))
 }
 
+// sinkKafka is the fencegate.sink attribute of the trusted sink's
+// verdicts; the ledger's carry none (their series are as before it).
+var sinkKafka = attribute.String("fencegate.sink", "kafka")
+
+// trustedVerdicts counts the trusted sink's verdicts in the same
+// instrument as the ledger's, so every alert on verdicts sees both.
+func (x *metrics) trustedVerdicts(ctx context.Context, v Verdict, n int64) {
+	x.records.Add(ctx, n, metric.WithAttributes(attribute.String("verdict", string(v)), sinkKafka))
+}
+
 func (x *metrics) keptAs(ctx context.Context, v Verdict, n int64) {
 	x.kept.Add(ctx, n, metric.WithAttributes(attribute.String("verdict", string(v))))
 }

@@ -110,6 +110,7 @@ func (m *Materializer) Trusted(cfg TrustedConfig) (*TrustedSink, error) {
 	t := &TrustedSink{m: m, cfg: cfg, parts: map[partitionKey]*trustedPart{}}
 	for _, v := range Verdicts {
 		t.verdicts.Store(v, new(atomic.Int64))
+		m.met.trustedVerdicts(context.Background(), v, 0) // every series from 0, as the ledger's
 	}
 	m.fenceMu.Lock()
 	defer m.fenceMu.Unlock()

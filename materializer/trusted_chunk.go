@@ -71,6 +71,7 @@ func (t *TrustedSink) commitChunk(ctx context.Context, c *kafka.Consumer, tp *tr
 	for v, n := range out.counts {
 		c, _ := t.verdicts.Load(v)
 		c.(*atomic.Int64).Add(n)
+		t.m.met.trustedVerdicts(ctx, v, n)
 	}
 	return nil
 }
