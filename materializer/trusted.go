@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,7 @@ func (c *TrustedConfig) fill() error {
 type TrustedSink struct {
 	m   *Materializer
 	cfg TrustedConfig
+	log *slog.Logger // m's, with the sink's name
 
 	mu    sync.Mutex
 	parts map[partitionKey]*trustedPart
@@ -107,7 +109,7 @@ func (m *Materializer) Trusted(cfg TrustedConfig) (*TrustedSink, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	t := &TrustedSink{m: m, cfg: cfg, parts: map[partitionKey]*trustedPart{}}
+	t := &TrustedSink{m: m, cfg: cfg, log: m.log.With("sink", cfg.Name), parts: map[partitionKey]*trustedPart{}}
 	for _, v := range Verdicts {
 		t.verdicts.Store(v, new(atomic.Int64))
 		m.met.trustedVerdicts(context.Background(), v, 0) // every series from 0, as the ledger's
@@ -229,7 +231,18 @@ func (t *TrustedSink) skipMarkers(ctx context.Context, c *kafka.Consumer) error 
 			continue // unknown yet, or nothing to skip
 		}
 		if err := t.transact(ctx, c, tp, nil, int64(pos[0].Offset)); err != nil {
-			return fmt.Errorf("trusted sink: %s/%d: skipping to %d: %w", topic, tp.key.partition, pos[0].Offset, err)
+			err = fmt.Errorf("trusted sink: %s/%d: skipping to %d: %w", topic, tp.key.partition, pos[0].Offset, err)
+			if !abortable(err) {
+				return err
+			}
+			// Nothing was judged: abort, and skip at the next idle poll.
+			t.log.Warn("trusted sink: transaction aborted", "cause", err)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
+			err = tp.p.AbortTransaction(actx)
+			cancel()
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -285,7 +298,7 @@ func (t *TrustedSink) poll(c *kafka.Consumer) (map[partitionKey][]*kafka.Message
 			if e.IsFatal() {
 				return nil, e
 			}
-			t.m.log.Warn("trusted sink: consumer error", "error", e)
+			t.log.Warn("trusted sink: consumer error", "error", e)
 		}
 	}
 	return out, nil
@@ -396,6 +409,6 @@ func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, to
 			return fmt.Errorf("trusted sink: create %s: %w", topic, r.Error)
 		}
 	}
-	t.m.log.Info("trusted sink: created topic", "topic", topic, "partitions", partitions, "compacted", compact)
+	t.log.Info("trusted sink: created topic", "topic", topic, "partitions", partitions, "compacted", compact)
 	return nil
 }

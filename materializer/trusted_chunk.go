@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -60,10 +61,14 @@ func (t *TrustedSink) commitChunk(ctx context.Context, c *kafka.Consumer, tp *tr
 		return nil
 	}
 	out := t.judgeChunk(tp, recs)
+	first := int64(recs[0].TopicPartition.Offset)
 	next := int64(recs[len(recs)-1].TopicPartition.Offset) + 1
 	if err := t.transact(ctx, c, tp, out.msgs, next); err != nil {
-		return fmt.Errorf("trusted sink: %s/%d offsets %d-%d: %w", tp.key.topic, tp.key.partition,
-			recs[0].TopicPartition.Offset, next-1, err)
+		err = fmt.Errorf("trusted sink: %s/%d offsets %d-%d: %w", tp.key.topic, tp.key.partition, first, next-1, err)
+		if !abortable(err) {
+			return err
+		}
+		return t.rewind(ctx, c, tp, first, err)
 	}
 	if err := t.mirror(ctx, tp.key, tp.state.changed); err != nil {
 		return fmt.Errorf("trusted sink: %s/%d: mirror: %w", tp.key.topic, tp.key.partition, err)
@@ -74,6 +79,38 @@ func (t *TrustedSink) commitChunk(ctx context.Context, c *kafka.Consumer, tp *tr
 		t.m.met.trustedVerdicts(ctx, v, n)
 	}
 	return nil
+}
+
+// abortable reports whether err leaves the producer usable once its
+// transaction is aborted: a commit refused because the group's
+// generation moved under a rebalance (KIP-447's check), a broker error
+// that failed the transaction. A fatal error (the producer fenced: a
+// zombie) is not.
+func abortable(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.TxnRequiresAbort() && !ke.IsFatal()
+}
+
+// rewind aborts the partition's transaction and puts the partition back
+// where its last commit left it: the state read again from the state
+// topic (the aborted writes are not in it) and the consumer at first, the
+// offset that commit moved the group to. The chunk is then read and
+// judged again.
+func (t *TrustedSink) rewind(ctx context.Context, c *kafka.Consumer, tp *trustedPart, first int64, cause error) error {
+	t.log.Warn("trusted sink: transaction aborted; the chunk will be judged again", "topic", tp.key.topic,
+		"partition", tp.key.partition, "offset", first, "cause", cause)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
+	defer cancel()
+	if err := tp.p.AbortTransaction(actx); err != nil {
+		return fmt.Errorf("%w; abort: %w", cause, err)
+	}
+	state, err := t.restore(ctx, tp.key)
+	if err != nil {
+		return err
+	}
+	tp.state = state
+	topic := tp.key.topic
+	return c.Seek(kafka.TopicPartition{Topic: &topic, Partition: tp.key.partition, Offset: kafka.Offset(first)}, 0)
 }
 
 // judgeChunk rules on each record in offset order against the

@@ -16,8 +16,8 @@ func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
 		member := c.String()
-		t.m.log.Info("trusted sink: partitions assigned", "member", member, "partitions", len(e.Partitions))
-		if err := t.takeAll(ctx, e.Partitions); err != nil {
+		t.log.Info("trusted sink: partitions assigned", "member", member, "partitions", len(e.Partitions))
+		if err := t.takeAll(ctx, member, e.Partitions); err != nil {
 			t.fail(err)
 			return err
 		}
@@ -29,7 +29,7 @@ func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka
 		return c.IncrementalAssign(take)
 	case kafka.RevokedPartitions:
 		member := c.String()
-		t.m.log.Info("trusted sink: partitions revoked", "member", member, "partitions", len(e.Partitions), "lost", c.AssignmentLost())
+		t.log.Info("trusted sink: partitions revoked", "member", member, "partitions", len(e.Partitions), "lost", c.AssignmentLost())
 		for _, tp := range e.Partitions {
 			t.drop(partitionKey{*tp.Topic, tp.Partition})
 		}
@@ -44,12 +44,12 @@ const takeParallel = 8
 
 // takeAll takes the partitions, takeParallel at a time, and returns the
 // first failure.
-func (t *TrustedSink) takeAll(ctx context.Context, tps []kafka.TopicPartition) error {
+func (t *TrustedSink) takeAll(ctx context.Context, member string, tps []kafka.TopicPartition) error {
 	var g errgroup.Group
 	g.SetLimit(takeParallel)
 	for _, tp := range tps {
 		key := partitionKey{*tp.Topic, tp.Partition}
-		g.Go(func() error { return t.take(ctx, key) })
+		g.Go(func() error { return t.take(ctx, member, key) })
 	}
 	return g.Wait()
 }
@@ -67,7 +67,7 @@ func (t *TrustedSink) fail(err error) {
 // aborts its open transaction before it returns; only then is the state
 // read to its end, so it is the state of the last committed transaction,
 // the one that committed the offset the consumer starts from.
-func (t *TrustedSink) take(ctx context.Context, key partitionKey) error {
+func (t *TrustedSink) take(ctx context.Context, member string, key partitionKey) error {
 	p, err := t.newProducer(key)
 	if err != nil {
 		return err
@@ -89,7 +89,7 @@ func (t *TrustedSink) take(ctx context.Context, key partitionKey) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.parts[key] = &trustedPart{key: key, p: p, state: state}
-	t.m.log.Info("trusted sink: partition taken", "topic", key.topic, "partition", key.partition,
+	t.log.Info("trusted sink: partition taken", "member", member, "topic", key.topic, "partition", key.partition,
 		"leases", len(state.fences), "window_leases", len(state.leases))
 	return nil
 }

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/internal/pgtest"
@@ -411,7 +414,7 @@ func TestFM56_InstancesShareAndHandOverPartitions(t *testing.T) {
 		p    int32
 		last int64
 	}{{1, last1}, {2, last2}} {
-		b.waitCommitted(first.GroupID(), p.p, p.last)
+		b.waitCommitted(first.GroupID(), p.p, p.last, fdone, sdone)
 	}
 	scancel() // the second leaves: its partitions move to the first
 	if err := <-sdone; err != nil {
@@ -419,8 +422,8 @@ func TestFM56_InstancesShareAndHandOverPartitions(t *testing.T) {
 	}
 	last1 = b.write(1, data("shard:1", 4, "after", 0))
 	last2 = b.write(2, data("shard:2", 4, "after", 0))
-	b.waitCommitted(first.GroupID(), 1, last1)
-	b.waitCommitted(first.GroupID(), 2, last2)
+	b.waitCommitted(first.GroupID(), 1, last1, fdone)
+	b.waitCommitted(first.GroupID(), 2, last2, fdone)
 	b.runUntil(b.newMaterializer(nil), b.db, 1, last1)
 	b.runUntil(b.newMaterializer(nil), b.db, 2, last2)
 	for _, p := range []int32{1, 2} {
@@ -434,13 +437,21 @@ func TestFM56_InstancesShareAndHandOverPartitions(t *testing.T) {
 	}
 }
 
-// waitCommitted waits until group's offset of partition passes last.
-func (b *testBundle) waitCommitted(group string, p int32, last int64) {
+// waitCommitted waits until group's offset of partition passes last;
+// a sink that stops meanwhile (its Run's done channel) fails the test.
+func (b *testBundle) waitCommitted(group string, p int32, last int64, dones ...chan error) {
 	b.t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(90 * time.Second)
 	for b.committed(group, p) <= last {
+		for _, done := range dones {
+			select {
+			case err := <-done:
+				b.t.Fatalf("a sink stopped while group %s was below offset %d of partition %d: %v", group, last, p, err)
+			default:
+			}
+		}
 		select {
 		case <-tick.C:
 		case <-deadline:
@@ -534,4 +545,50 @@ func stateRows(t *testing.T, db *pgtest.DB) string {
 		sb.WriteString("--\n")
 	}
 	return sb.String()
+}
+
+// TestFM58_GenerationMovedAtCommitRewinds: the broker refuses a chunk's
+// offset commit because the group's generation moved (a rebalance, KIP-447:
+// ILLEGAL_GENERATION); the sink aborts the transaction, reads its state
+// again and judges the chunk again, and the trusted topic equals the
+// ledger, each record once.
+func TestFM58_GenerationMovedAtCommitRewinds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last := b.trustedWorkload()
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	want := b.ledgerView(1)
+	var refused atomic.Int32
+	fake := b.kafka.Fake(t)
+	fake.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		if r.Group != "fencegate-moved" || refused.Load() >= 2 {
+			fake.KeepControl()
+			return nil, nil, false
+		}
+		fake.KeepControl()
+		refused.Add(1)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.IllegalGeneration.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	ts := b.newTrusted("moved", nil, func(c *materializer.Config) { c.MaxBatch = 5 })
+	if err := b.runTrustedUntil(ts, 1, last); err != nil {
+		t.Fatalf("the sink stopped on a moved generation: %v", err)
+	}
+	if refused.Load() != 2 {
+		t.Fatalf("%d commits refused, want 2", refused.Load())
+	}
+	if got := b.trustedView(ts, 1); got != want {
+		t.Fatalf("after two refused commits:\n%s\nwant:\n%s", got, want)
+	}
 }
