@@ -12,8 +12,8 @@
 # /healthz: database transactions/s and another client's renewals).
 # Default: all of them. The bodies scenario is deploy/bench/bodies.sh.
 #
-# Two tenants: a (token tenant-a-token, allowed a:* and shard:*) and b
-# (tenant-b-token, b:* and shard:*). Needs `make build` (or
+# Two tenants: a (token tenant-a-token, allowed a:* and shard:*), the
+# hostile client, and b (tenant-b-token, b:*), the other client. Needs `make build` (or
 # FG=path/to/fencegate) and the throwaway Postgres (deploy/dev/pg.sh
 # start). PORT (default 18600) and the next two ports are used; N
 # (default 1200) is the number of leases of leases and listing.
@@ -37,12 +37,14 @@ routes:
   - {pattern: "b:*", topic: shard-output, partitions: 16, partition_rule: murmur2}
 clients:
   - {name: tenant-a, token_sha256: $(sha tenant-a-token), allow: ["a:*", "shard:*"]}
-  - {name: tenant-b, token_sha256: $(sha tenant-b-token), allow: ["b:*", "shard:*"]}
+  - {name: tenant-b, token_sha256: $(sha tenant-b-token), allow: ["b:*"]}
 YAML
 
-# start_dev ARGS...: a fresh `fencegate dev` (dev clears its own database at
-# each start); sets dev to its pid.
+# start_dev ARGS...: a fresh `fencegate dev` on a new database (dev clears
+# the ledger of its own database at each start, not the lease store);
+# sets dev to its pid.
 start_dev() {
+  psql "$pgurl" -qc "DROP DATABASE IF EXISTS fencegate_bench_hostile" >/dev/null
   "$FG" dev --config "$work/config.yaml" --database-url "$url" --listen "127.0.0.1:$PORT" \
     --kafka-listen "127.0.0.1:$((PORT + 1))" --materializer-listen "127.0.0.1:$((PORT + 2))" "$@" >"$work/dev.log" 2>&1 &
   dev=$!
