@@ -44,8 +44,10 @@ type session struct {
 	ended    *Error    // why the session ended; nil while live
 }
 
-// admit is the one predicate that lets a request use a session: same owner,
-// same token, not ended and inside the local deadline. It never consults
+// admit lets a request use a session: same owner, same token, not ended
+// and inside the local deadline (a renewal, and the re-checks of a batch
+// in flight; a batch enters through take, which applies the same two
+// checks around the batch-id memory). It never consults
 // Postgres (docs/design.md, "Produce"): produce must survive a lock-service blip,
 // and safety comes from the broker's epoch fence, not from this check.
 // A request of a later token than the session's never gets here

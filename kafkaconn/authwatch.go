@@ -14,22 +14,32 @@ import (
 // (kfake does); the client then sees only EOF, retries, and a caller sees
 // only "context deadline exceeded". Explain names the login instead.
 //
+// A failed SASL request is remembered until a request that is not part
+// of a login is answered: the handshake and first SCRAM step of a retried
+// login are answered too, and a deadline that ends the retry there is
+// still the refused login.
+//
 // Install it with kgo.WithHooks; it is safe for concurrent use.
 type AuthWatch struct {
 	mu   sync.Mutex
-	last error // of the last SASLHandshake or SASLAuthenticate; nil: it went through
+	last error // of the last failed SASLHandshake or SASLAuthenticate; nil: none since a request behind a login was answered
 }
 
 var _ kgo.HookBrokerE2E = (*AuthWatch)(nil)
 
-// OnBrokerE2E records the outcome of each SASL request.
+// OnBrokerE2E records a failed SASL request, and forgets it once another
+// request is answered.
 func (w *AuthWatch) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
-	if key != kmsg.SASLHandshake.Int16() && key != kmsg.SASLAuthenticate.Int16() {
-		return
-	}
+	sasl := key == kmsg.SASLHandshake.Int16() || key == kmsg.SASLAuthenticate.Int16()
+	err := e.Err()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last = e.Err()
+	switch {
+	case sasl && err != nil:
+		w.last = err
+	case !sasl && err == nil:
+		w.last = nil
+	}
 }
 
 // Explain is c.Explain(err), except that an error of a client whose last

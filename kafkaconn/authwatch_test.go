@@ -3,9 +3,13 @@ package kafkaconn_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/kafkaconn"
@@ -38,5 +42,31 @@ func TestFM32_SASLLoginNamed(t *testing.T) {
 	}
 	if err := k.Conn.Probe(ctx); err != nil {
 		t.Fatalf("right password: %v", err)
+	}
+}
+
+// TestAuthWatchRemembersAFailedLoginAcrossRetries: a retried login whose
+// handshake and first SCRAM step went through is not a login that went
+// through: a deadline that ends the retry there is still explained as the
+// refused login (under load the readiness check of
+// TestFM32_SASLMisconfigurationNamed met exactly that). Only a request
+// after the login, answered, clears it.
+func TestAuthWatchRemembersAFailedLoginAcrossRetries(t *testing.T) {
+	c := kafkaconn.Config{Brokers: "127.0.0.1:9092", SecurityProtocol: kafkaconn.SASLSSL,
+		SASLMechanism: kafkaconn.MechanismSCRAMSHA512, SASLUser: "gateway", SASLPassword: "x"}
+	var w kafkaconn.AuthWatch
+	ok, refused := kgo.BrokerE2E{}, kgo.BrokerE2E{ReadErr: io.EOF}
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, kmsg.SASLHandshake.Int16(), ok)
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, kmsg.SASLAuthenticate.Int16(), ok)
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, kmsg.SASLAuthenticate.Int16(), refused)
+	// The retry: handshake and the first step answered, then the deadline.
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, kmsg.SASLHandshake.Int16(), ok)
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, kmsg.SASLAuthenticate.Int16(), ok)
+	if err := w.Explain(c, context.DeadlineExceeded); !errors.Is(err, kafkaconn.ErrHandshake) {
+		t.Fatalf("deadline inside a retried login: %v, want the refused login", err)
+	}
+	w.OnBrokerE2E(kgo.BrokerMetadata{}, kmsg.Metadata.Int16(), ok)
+	if err := w.Explain(c, context.DeadlineExceeded); errors.Is(err, kafkaconn.ErrHandshake) {
+		t.Fatalf("after a request answered behind the login: %v, want the deadline", err)
 	}
 }

@@ -23,7 +23,8 @@
 // version 1 when the batch has none, so a gateway that knows only version
 // 1 still takes every batch without a checkpoint. Decode takes both.
 // Nothing may follow the last record (version 1) or the checkpoint
-// (version 2). Decode checks every length against
+// (version 2), and every varint is the shortest of its value, so a batch
+// has one encoding. Decode checks every length against
 // the bytes left before it slices or allocates, so a body cannot make the
 // decoder allocate more than a small multiple of its own size.
 package wire
@@ -220,8 +221,14 @@ func (d *decoder) uvarint(what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
+	switch {
+	case n <= 0:
 		d.err = fmt.Errorf("%s: truncated or overlong varint", what)
+		return 0
+	case n > 1 && d.buf[n-1] == 0:
+		// A last byte of 0 adds nothing: Uvarint takes 0x80 0x00 for 0,
+		// and the body would not be the one encoding of its batch.
+		d.err = fmt.Errorf("%s: not the shortest varint of %d", what, v)
 		return 0
 	}
 	d.buf = d.buf[n:]

@@ -54,6 +54,9 @@ func TestDecodeRefuses(t *testing.T) {
 		"huge count":     {append([]byte("FGB\x01\x01o\x01\x01b"), 0xff, 0xff, 0xff, 0xff, 0x0f), "record count"},
 		"huge key":       {append([]byte("FGB\x01\x01o\x01\x01b\x01"), 0xff, 0xff, 0xff, 0x0f, 0, 0), "records[0]: key"},
 		"overlong":       {append([]byte("FGB\x01\x01o"), bytes.Repeat([]byte{0xff}, 11)...), "token: truncated or overlong"},
+		// Found by FuzzDecode (testdata/fuzz/FuzzDecode/2763e8ec405a39b3):
+		// a count of 0 as two bytes decoded, and re-encoded as one.
+		"not minimal": {[]byte("FGB\x01\x000\x00\x80\x00"), "record count: not the shortest varint"},
 	}
 	for i := 1; i < len(good); i++ {
 		cases["truncated at "+string(rune('0'+i%10))+strings.Repeat("'", i/10)] = struct {

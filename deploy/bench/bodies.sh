@@ -14,7 +14,8 @@
 # DEV_ARGS="--max-body-bytes-in-flight 1073741824" to lift the budget and
 # see what each body costs. Needs `make build` (or FG=path/to/fencegate)
 # and the throwaway Postgres (deploy/dev/pg.sh start); uses a database of
-# its own (DB, default fencegate_bench_bodies), which `dev` resets.
+# its own (DB, default fencegate_bench_bodies), dropped at each run and
+# created by `dev`.
 set -eu
 N=${1:-24}
 SIZE=${2:-16000000}
@@ -23,7 +24,8 @@ FG=${FG:-bin/fencegate}
 PORT=${PORT:-18480}
 DB=${DB:-fencegate_bench_bodies}
 pgurl=$(deploy/dev/pg.sh url)
-psql "$pgurl" -qc "CREATE DATABASE $DB" >/dev/null 2>&1 || true
+# dev refuses a database it did not create (FM45): start from none.
+psql "$pgurl" -qc "DROP DATABASE IF EXISTS $DB" >/dev/null
 url="${pgurl%/*}/$DB?${pgurl#*\?}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -58,6 +60,7 @@ for _ in $(seq 1 "$N"); do
     -H 'Content-Type: application/json' --data-binary @"$work/body.json" \
     "http://127.0.0.1:$PORT/v1/leases/shard:1/records" >>"$work/codes" &
 done
+# shellcheck disable=SC2046 # one pid a word
 wait $(jobs -p | grep -v "^$dev\$")
 after=$(status VmRSS)
 peak=$(status VmHWM)
