@@ -107,7 +107,7 @@ func (m *Materializer) applyOnce(ctx context.Context, key partitionKey, expected
 	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		a := &applyTx{m: m, tx: tx, key: key, fences: map[string]int64{}, advanced: map[string]int64{},
-			marks: map[string]mark{}, verdicts: make([]judged, 0, len(in)), staged: newStage(len(in))}
+			marks: map[string]mark{}, verdicts: make([]judged, 0, len(in)), staged: newStage(len(in), m.cfg.LedgerValues)}
 		if err := a.begin(ctx, expected, newNext, in); err != nil {
 			return err
 		}
@@ -390,7 +390,7 @@ func (a *applyTx) judge(s stamped) {
 		a.refuseOrKeep(r, st, Unfenced, fmt.Sprintf("token %d above fence %d without a barrier", st.Token, fence), a.keepsLease(st.Lease))
 		return
 	}
-	headers, err := userHeaders(r.Headers)
+	headers, err := a.staged.userHeaders(r.Headers)
 	if err != nil {
 		a.reject(r, st, Malformed, err.Error())
 		return
