@@ -166,7 +166,7 @@ ON CONFLICT (only_row) DO UPDATE SET retention = EXCLUDED.retention, updated_at 
 
 // qReadRetention reads the recorded retention: no row is the default
 // (DefaultLedgerRetention), a NULL retention is forever.
-const qReadRetention = `SELECT retention IS NULL, coalesce(extract(epoch FROM retention), 0) FROM ledger_retention`
+const qReadRetention = `SELECT retention IS NULL, coalesce(date_part('epoch', retention), 0) FROM ledger_retention`
 
 // qClock is the ledger's clock: accepted_at, rejected_at and kept_at are
 // its clock_timestamp(), so the prune cutoff is measured on the same

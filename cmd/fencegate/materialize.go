@@ -21,6 +21,7 @@ import (
 
 type materializeFlags struct {
 	commonFlags
+	ledger     ledgerFlags
 	listen     string
 	partitions string
 }
@@ -31,6 +32,7 @@ func (f *materializeFlags) register(fs *cmdFlags) {
 		fs.StringVar(&f.listen, "listen", defaultMaterializerListen, "HTTP listen address (health, readiness, status, metrics)")
 		fs.StringVar(&f.partitions, "partitions", "", "apply only these partitions, e.g. 0-7,12 (empty: all)")
 	})
+	f.ledger.register(fs)
 }
 
 func runMaterialize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -73,6 +75,10 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
+	values, err := f.ledger.record(ctx, pool)
+	if err != nil {
+		return err
+	}
 	mp, metricsHandler, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Materializer})
 	if err != nil {
 		return err
@@ -80,7 +86,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	m, err := materializer.New(pool, router, materializer.Config{Kafka: conn,
 		BarrierKey: key, PreviousBarrierKeys: previous, Logger: log, MeterProvider: mp, Partitions: parts,
-		LeaseMetrics: f.leaseMetrics, LeaseMetricsLimit: f.leaseMetricsLimit})
+		LeaseMetrics: f.leaseMetrics, LeaseMetricsLimit: f.leaseMetricsLimit, LedgerValues: values})
 	if err != nil {
 		return err
 	}
@@ -89,6 +95,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	mux.Handle("GET /metrics", metricsHandler)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return m.Run(gctx) })
+	f.ledger.prune(gctx, g, pool, log)
 	g.Go(func() error {
 		return listenAndServe(gctx, f.listen, mux, gateway.ServerConfig{}, log, nil, nil)
 	})
