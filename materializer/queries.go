@@ -189,14 +189,18 @@ const qPrunePartitions = `SELECT topic, partition FROM consumer_positions ORDER 
 // looked at, whether all of those were old (the partition's oldest rows
 // go first: offsets are applied in order, so a young row ends the
 // partition's prune), and the last offset looked at (the next batch
-// starts after it). a is the batch, d its deletions.
+// starts after it). a is the batch, d its deletions: the batch's old
+// rows, deleted by a range of the primary key (a join to the batch could
+// be planned as a scan of the table per row). The range holds no other
+// rows: new rows of the partition come after every row it has.
 const qPruneAccepted = `
 WITH a AS (
     SELECT "offset", accepted_at < $4 AS old FROM accepted_records
      WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
 ), d AS (
-    DELETE FROM accepted_records r USING a
-     WHERE r.topic = $1 AND r.partition = $2 AND r."offset" = a."offset" AND a.old AND r.accepted_at < $4 AND NOT $6
+    DELETE FROM accepted_records
+     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
+       AND accepted_at < $4 AND NOT $6
     RETURNING 1
 )
 SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
@@ -210,8 +214,9 @@ WITH a AS (
     SELECT "offset", rejected_at < $4 AS old FROM rejected_records
      WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
 ), d AS (
-    DELETE FROM rejected_records r USING a
-     WHERE r.topic = $1 AND r.partition = $2 AND r."offset" = a."offset" AND a.old AND r.rejected_at < $4 AND NOT $6
+    DELETE FROM rejected_records
+     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
+       AND rejected_at < $4 AND NOT $6
     RETURNING 1
 )
 SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
@@ -224,8 +229,9 @@ WITH a AS (
     SELECT "offset", kept_at < $4 AS old FROM kept_records
      WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
 ), d AS (
-    DELETE FROM kept_records r USING a
-     WHERE r.topic = $1 AND r.partition = $2 AND r."offset" = a."offset" AND a.old AND r.kept_at < $4 AND NOT $6
+    DELETE FROM kept_records
+     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
+       AND kept_at < $4 AND NOT $6
     RETURNING 1
 )
 SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
