@@ -28,14 +28,14 @@ func dbNow(t *testing.T, db *pgtest.DB) time.Time {
 // at is a clock stopped at now.
 func at(now time.Time) func() time.Time { return func() time.Time { return now } }
 
-// TestPruneKeepsTheDedupWindow (FM71): a prune never deletes a dedup key
+// TestFM71_PruneKeepsTheDedupWindow (FM71): a prune never deletes a dedup key
 // younger than the ledger's retention, so a retry applied within the
 // window of its key's first acceptance is still filed as a duplicate. A
 // batch accepted before the cutoff is pruned, one accepted after it is
 // kept, and its retry gets a duplicate receipt and no second row; a
 // prune asked for less than the retention is refused and deletes
 // nothing.
-func TestPruneKeepsTheDedupWindow(t *testing.T) {
+func TestFM71_PruneKeepsTheDedupWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const lease, window = "shard:1", time.Hour
@@ -256,13 +256,13 @@ func TestPruneIsBatchedAndDryRunDeletesNothing(t *testing.T) {
 	}
 }
 
-// TestDropModeKeepsAnExactDigest (FM72): with LedgerValues drop, an
+// TestFM72_DropModeKeepsAnExactDigest (FM72): with LedgerValues drop, an
 // accepted row keeps its place, stamp and dedup key, and the Digest of
 // its key, value and headers in place of them: key, value and headers
 // are NULL and ledger_records says dropped. Verdicts are those of keep
 // mode, record for record: a header with a NUL, which keep mode cannot
 // store (jsonb), is malformed in both, and dedup is the same.
-func TestDropModeKeepsAnExactDigest(t *testing.T) {
+func TestFM72_DropModeKeepsAnExactDigest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const lease = "shard:1"
