@@ -2,6 +2,7 @@ package materializer_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -341,5 +342,75 @@ func TestDigestTellsEveryPartApart(t *testing.T) {
 	retry.Headers = append(stamp(2), kafka.Header{Key: "h", Value: []byte("1")})
 	if sum, _ := materializer.Digest(&retry); string(sum) != first {
 		t.Error("a new token changes the digest: it must cover the worker's bytes only")
+	}
+}
+
+// TestPruneWhileTheMaterializerRuns: prunes in a loop, one row per
+// statement, while the materializer applies new batches, fail neither:
+// every old row goes, every row applied meanwhile stays, and a retry of
+// one of them is still a duplicate.
+func TestPruneWhileTheMaterializerRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const lease, window, nOld, nYoung = "shard:1", time.Hour, 1000, 400
+	recs := []rec{bar(lease, 1)}
+	for i := range nOld {
+		recs = append(recs, data(lease, 1, fmt.Sprintf("old-%d", i/100), i%100))
+	}
+	last := b.write(1, recs...)
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	if err := materializer.SetRetention(b.ctx, b.db.Pool, window); err != nil {
+		t.Fatal(err)
+	}
+	cfg := materializer.PruneConfig{Batch: 1, Now: at(dbNow(t, b.db).Add(window))}
+	stop, pruned := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var deleted int64
+		for {
+			rep, err := materializer.Prune(b.ctx, b.db.Pool, cfg)
+			deleted += rep.Accepted
+			select {
+			case <-stop:
+				if err == nil && deleted != nOld {
+					err = fmt.Errorf("prunes deleted %d rows in all, want the %d old ones", deleted, nOld)
+				}
+				pruned <- err
+				return
+			default:
+			}
+			if err != nil {
+				pruned <- err
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	m := b.newMaterializer(func(c *materializer.Config) { c.MaxBatch = 20 })
+	go func() { done <- m.Run(ctx) }()
+	recs = nil
+	for i := range nYoung {
+		recs = append(recs, data(lease, 1, fmt.Sprintf("young-%d", i/100), i%100))
+	}
+	last = b.write(1, recs...)
+	b.waitPosition(b.db, 1, last+1, done)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("materializer beside the prunes: %v", err)
+	}
+	close(stop)
+	if err := <-pruned; err != nil {
+		t.Fatalf("prune beside the materializer: %v", err)
+	}
+	if n := count(t, b.db, `SELECT count(*) FROM accepted_records WHERE batch_id LIKE 'old-%'`); n != 0 {
+		t.Errorf("%d old rows left, want 0", n)
+	}
+	if n := count(t, b.db, `SELECT count(*) FROM accepted_records WHERE batch_id LIKE 'young-%'`); n != nYoung {
+		t.Errorf("%d rows applied beside the prunes, want all %d", n, nYoung)
+	}
+	last = b.write(1, data(lease, 1, "young-2", 7))
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	if n := count(t, b.db, `SELECT count(*) FROM rejected_records WHERE reason = 'duplicate' AND batch_id = 'young-2' AND seq = 7`); n != 1 {
+		t.Errorf("a retry of a row applied beside the prunes got %d duplicate receipts, want 1", n)
 	}
 }

@@ -1,8 +1,8 @@
 // Command fencegate is the exclusive Kafka produce gateway: one binary with
-// the subcommands serve (the gateway), materialize (the ledger), dev (the
-// whole stack on a development broker), migrate, routes, leases (the
-// operator's view), rollout (moving a fleet onto the gateway), loadtest
-// (the harness) and version, listed by
+// the subcommands serve (the gateway), materialize (the ledger), ledger
+// (pruning it), dev (the whole stack on a development broker), migrate,
+// routes, leases (the operator's view), rollout (moving a fleet onto the
+// gateway), loadtest (the harness) and version, listed by
 // commands(); the harness's child processes run hidden subcommands
 // (hidden.go).
 package main
