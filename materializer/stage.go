@@ -65,9 +65,9 @@ func (s *stage) add(st barrier.Stamp, r *kafka.Message, headers string) {
 	s.rows = append(s.rows, row)
 }
 
-// bytes are the key, value and headers the ledger keeps of row: none of
+// keptBytes are the key, value and headers the ledger keeps of row: none of
 // them (NULL) when the stage drops values (the digest stands for them).
-func (s *stage) bytes(row *stagedRow) (key, value []byte, headers any) {
+func (s *stage) keptBytes(row *stagedRow) (key, value []byte, headers any) {
 	if s.drop {
 		return nil, nil, nil
 	}
@@ -105,7 +105,7 @@ func (s *stage) Values() ([]any, error) {
 	v := s.vals
 	v[0], v[1], v[2], v[3] = row.off, row.st.Token, int32(row.st.Seq), row.first
 	v[4], v[5], v[6] = row.st.Lease, row.st.Owner, row.st.Batch
-	v[8], v[9], v[7] = s.bytes(row)
+	v[8], v[9], v[7] = s.keptBytes(row)
 	v[10] = row.digest
 	return v, nil
 }
@@ -177,7 +177,7 @@ func (l *ledgerRows) Values() ([]any, error) {
 	v := l.vals
 	v[0], v[1], v[2], v[3], v[4] = row.st.Lease, row.st.Owner, row.st.Token, row.st.Batch, int32(row.st.Seq)
 	v[5], v[6], v[7] = l.key.topic, l.key.partition, row.off
-	v[8], v[9], v[10] = l.s.bytes(row)
+	v[8], v[9], v[10] = l.s.keptBytes(row)
 	v[11] = row.digest
 	return v, nil
 }
