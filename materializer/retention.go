@@ -136,9 +136,15 @@ type PruneConfig struct {
 
 // PruneReport is what one prune deleted (or, dry, would delete).
 type PruneReport struct {
-	Cutoff                    time.Time
-	Accepted, Rejected, Kept  int64
-	Statements                int
+	// Cutoff: rows older than it, by the ledger's clock, were deleted.
+	Cutoff time.Time
+	// Accepted, Rejected and Kept count the rows of accepted_records,
+	// rejected_records and kept_records.
+	Accepted, Rejected, Kept int64
+	// Statements is how many prune statements ran.
+	Statements int
+	// OlderThan is the age pruned; RetentionFound the recorded retention
+	// it was checked against.
 	OlderThan, RetentionFound time.Duration
 }
 
