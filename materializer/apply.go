@@ -104,7 +104,7 @@ func (m *Materializer) applyOnce(ctx context.Context, key partitionKey, expected
 	start := time.Now()
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		a := &applyTx{rules: newRules(m, key), tx: tx, advanced: map[string]int64{},
-			verdicts: make([]judged, 0, len(in)), staged: newStage(len(in))}
+			verdicts: make([]judged, 0, len(in)), staged: newStage(len(in), m.cfg.LedgerValues)}
 		if err := a.begin(ctx, expected, newNext, in); err != nil {
 			return err
 		}
@@ -364,6 +364,10 @@ func (a *applyTx) judge(s stamped) {
 	j := judged{v: u.v, lease: u.st.Lease, token: u.st.Token, offset: u.offset(), kept: u.kept}
 	switch u.v {
 	case Accepted:
+		if why := a.staged.refuses(u.r.Headers); why != "" {
+			a.reject(u.r, u.st, Malformed, why)
+			return
+		}
 		a.verdicts = append(a.verdicts, j)
 		a.staged.add(u.st, u.r, u.headers)
 	case Barrier:

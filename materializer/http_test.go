@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,7 +34,7 @@ func TestStatusMembersAreDocumented(t *testing.T) {
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 
-	m := &Materializer{lag: map[partitionKey]int64{{"shard-output", 7}: 12}}
+	m := &Materializer{lag: map[partitionKey]int64{{"shard-output", 7}: 12}, log: slog.New(slog.DiscardHandler)}
 	for _, v := range Verdicts {
 		m.verdicts.Store(v, new(atomic.Int64))
 	}

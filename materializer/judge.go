@@ -1,7 +1,9 @@
 package materializer
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -151,4 +153,17 @@ func (j *rules) keepsUnstamped(r *kafka.Message) bool {
 
 func newRules(m *Materializer, key partitionKey) rules {
 	return rules{m: m, key: key, fences: map[string]int64{}, marks: map[string]mark{}}
+}
+
+// headerNUL says why a record's own headers hold a NUL, which the
+// ledger's jsonb refuses (SQLSTATE 22P05, FM30), or "". One rule for
+// every place that must refuse it before Postgres would: the ledger
+// without values (FM72) and the trusted topic.
+func headerNUL(hs []kafka.Header) string {
+	for _, h := range hs {
+		if !barrier.Reserved(h.Key) && (strings.IndexByte(h.Key, 0) >= 0 || bytes.IndexByte(h.Value, 0) >= 0) {
+			return fmt.Sprintf("header %.64q holds a NUL, which the ledger cannot keep", h.Key)
+		}
+	}
+	return ""
 }

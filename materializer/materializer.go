@@ -34,6 +34,7 @@
 package materializer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,6 +123,10 @@ type Config struct {
 	Parallel int
 	// PollTimeout bounds one consumer poll (default 100ms).
 	PollTimeout time.Duration
+	// LedgerValues is what accepted_records keeps of each record's bytes
+	// (default DefaultLedgerValues): KeepValues, or DropValues for
+	// metadata-only rows with a Digest (FM72).
+	LedgerValues LedgerValues
 	// LeaseMetrics exports fencegate.materializer.fence.token, labelled
 	// with the lease name, for at most LeaseMetricsLimit leases (default
 	// telemetry.DefaultLeaseSeriesLimit), the first by name; the others
@@ -158,6 +163,10 @@ func (c *Config) fill() error {
 	}
 	if c.LeaseMetricsLimit == 0 {
 		c.LeaseMetricsLimit = telemetry.DefaultLeaseSeriesLimit
+	}
+	c.LedgerValues = cmp.Or(c.LedgerValues, DefaultLedgerValues)
+	if err := checkValues(c.LedgerValues); err != nil {
+		return err
 	}
 	if c.LeaseMetricsLimit < 0 {
 		return fmt.Errorf("materializer: LeaseMetricsLimit %d must not be negative", c.LeaseMetricsLimit)

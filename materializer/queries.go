@@ -45,21 +45,22 @@ ON CONFLICT (lease, barrier_partition) DO UPDATE
 // generation in force, copied in for qApplyStaged and gone at the end of
 // the transaction. Being temporary, it is the session's own and writes no
 // WAL. Every statement names its columns; changing them needs a new table
-// name, since a pooled session may keep the table of an older version.
-// Only a chunk that does not go straight into the ledger fills it
-// (qCopySavepoint).
+// name, since a pooled session may keep the table of an older version
+// (fencegate_stage2 added digest, and headers may be NULL: a
+// metadata-only row). Only a chunk that does not go straight into the
+// ledger fills it (qCopySavepoint).
 const qCreateStage = `
-CREATE TEMP TABLE IF NOT EXISTS fencegate_stage (
+CREATE TEMP TABLE IF NOT EXISTS fencegate_stage2 (
     "offset" bigint NOT NULL, token bigint NOT NULL, seq integer NOT NULL, first boolean NOT NULL,
-    lease text NOT NULL, owner_id text NOT NULL, batch_id text NOT NULL, headers text NOT NULL,
-    key bytea, value bytea
+    lease text NOT NULL, owner_id text NOT NULL, batch_id text NOT NULL, headers text,
+    key bytea, value bytea, digest bytea
 ) ON COMMIT DELETE ROWS`
 
 // stageTable and stageColumns are what COPY fills (stage.Values' order):
 // fixed-width columns first, the record's bytes last.
 var (
-	stageTable   = []string{"fencegate_stage"}
-	stageColumns = []string{"offset", "token", "seq", "first", "lease", "owner_id", "batch_id", "headers", "key", "value"}
+	stageTable   = []string{"fencegate_stage2"}
+	stageColumns = []string{"offset", "token", "seq", "first", "lease", "owner_id", "batch_id", "headers", "key", "value", "digest"}
 )
 
 // qKnownKey asks whether a dedup key is in the ledger: the first data
@@ -85,7 +86,7 @@ const (
 // (ledgerRows.Values' order); accepted_at takes its default.
 var (
 	ledgerTable   = []string{"accepted_records"}
-	ledgerColumns = []string{"lease", "owner_id", "token", "batch_id", "seq", "topic", "partition", "offset", "key", "value", "headers"}
+	ledgerColumns = []string{"lease", "owner_id", "token", "batch_id", "seq", "topic", "partition", "offset", "key", "value", "headers", "digest"}
 )
 
 // qApplyStaged applies the staged data records in one statement. A
@@ -102,9 +103,9 @@ var (
 // duplicates.
 const qApplyStaged = `
 WITH a AS (
-    INSERT INTO accepted_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", key, value, headers)
-    SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", key, value, headers::jsonb
-      FROM fencegate_stage WHERE first
+    INSERT INTO accepted_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", key, value, headers, digest)
+    SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", key, value, headers::jsonb, digest
+      FROM fencegate_stage2 WHERE first
      ORDER BY lease COLLATE "C", owner_id COLLATE "C", batch_id COLLATE "C", seq
     ON CONFLICT (lease, owner_id, batch_id, seq) DO NOTHING
     RETURNING "offset"
@@ -112,7 +113,7 @@ WITH a AS (
     INSERT INTO rejected_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", reason, detail)
     SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", 'duplicate',
            format('batch %s seq %s of owner %s already applied', to_json(batch_id), seq, to_json(owner_id))
-      FROM fencegate_stage WHERE "offset" NOT IN (SELECT "offset" FROM a)
+      FROM fencegate_stage2 WHERE "offset" NOT IN (SELECT "offset" FROM a)
     RETURNING "offset"
 )
 SELECT "offset" FROM d`
@@ -155,3 +156,84 @@ ON CONFLICT (lease) DO UPDATE
    SET token = EXCLUDED.token, owner_id = EXCLUDED.owner_id, batch_id = EXCLUDED.batch_id, topic = EXCLUDED.topic,
        partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", value = EXCLUDED.value, updated_at = clock_timestamp()
  WHERE EXCLUDED.token > checkpoints.token OR (EXCLUDED.token = checkpoints.token AND EXCLUDED."offset" > checkpoints."offset")`
+
+// qSetRetention records the retention the materializer promises
+// (ledger_retention): NULL keeps the ledger forever. Prune reads it
+// (qReadRetention) and never deletes a row younger than it (FM71).
+const qSetRetention = `
+INSERT INTO ledger_retention (retention) VALUES (make_interval(secs => $1::double precision))
+ON CONFLICT (only_row) DO UPDATE SET retention = EXCLUDED.retention, updated_at = clock_timestamp()`
+
+// qReadRetention reads the recorded retention: no row is the default
+// (DefaultLedgerRetention), a NULL retention is forever.
+const qReadRetention = `SELECT retention IS NULL, coalesce(date_part('epoch', retention), 0) FROM ledger_retention`
+
+// qClock is the ledger's clock: accepted_at, rejected_at and kept_at are
+// its clock_timestamp(), so the prune cutoff is measured on the same
+// clock (a skewed host could otherwise prune inside the window).
+const qClock = `SELECT clock_timestamp()`
+
+// qPrunePartitions lists the partitions the ledger holds rows of: every
+// row of the three pruned tables was written in the transaction that
+// advanced its partition's position.
+const qPrunePartitions = `SELECT topic, partition FROM consumer_positions ORDER BY topic, partition`
+
+// The prune statements delete, from one partition's rows from offset $3
+// on, the first $5 by offset that are older than the cutoff $4; with $6
+// (dry run) they delete nothing and count the same rows. Each is one
+// short statement of its own: it locks at most $5 rows, which no apply
+// transaction writes again (the materializer only inserts, at the
+// partition's head), and the cutoff is at least the retention older than
+// now (Prune), so no row the dedup window needs is deleted (FM71). They
+// return how many rows were (or would be) deleted, how many the batch
+// looked at, whether all of those were old (the partition's oldest rows
+// go first: offsets are applied in order, so a young row ends the
+// partition's prune), and the last offset looked at (the next batch
+// starts after it). a is the batch, d its deletions: the batch's old
+// rows, deleted by a range of the primary key (a join to the batch could
+// be planned as a scan of the table per row). The range holds no other
+// rows: new rows of the partition come after every row it has.
+const qPruneAccepted = `
+WITH a AS (
+    SELECT "offset", accepted_at < $4 AS old FROM accepted_records
+     WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
+), d AS (
+    DELETE FROM accepted_records
+     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
+       AND accepted_at < $4 AND NOT $6
+    RETURNING 1
+)
+SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
+       (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
+       coalesce((SELECT max("offset") FROM a), -1)`
+
+// qPruneRejected is qPruneAccepted for refusal receipts (FM15 keeps
+// them for the retention, not forever).
+const qPruneRejected = `
+WITH a AS (
+    SELECT "offset", rejected_at < $4 AS old FROM rejected_records
+     WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
+), d AS (
+    DELETE FROM rejected_records
+     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
+       AND rejected_at < $4 AND NOT $6
+    RETURNING 1
+)
+SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
+       (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
+       coalesce((SELECT max("offset") FROM a), -1)`
+
+// qPruneKept is qPruneAccepted for the records a rollout kept (FM21).
+const qPruneKept = `
+WITH a AS (
+    SELECT "offset", kept_at < $4 AS old FROM kept_records
+     WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
+), d AS (
+    DELETE FROM kept_records
+     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
+       AND kept_at < $4 AND NOT $6
+    RETURNING 1
+)
+SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
+       (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
+       coalesce((SELECT max("offset") FROM a), -1)`

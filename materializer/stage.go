@@ -17,6 +17,9 @@ import (
 // offset order, for COPY into the session's stage table (qCreateStage);
 // it is the pgx.CopyFromSource of that COPY.
 type stage struct {
+	// drop: the ledger keeps metadata-only rows (DropValues): the
+	// record's key, value and headers are NULL and digest is kept.
+	drop bool
 	rows []stagedRow
 	seen map[dedupKey]struct{}
 	at   int   // the row Values returns, once Next moved to it
@@ -32,6 +35,8 @@ type stagedRow struct {
 	// first is false for a record whose dedup key an earlier record of
 	// the chunk has: qApplyStaged files it as a duplicate.
 	first bool
+	// digest is the record's Digest when the stage drops values, else nil.
+	digest []byte
 }
 
 // dedupKey is what makes a data record a duplicate of another (FM26).
@@ -40,8 +45,10 @@ type dedupKey struct {
 	seq                 int
 }
 
-func newStage(n int) *stage {
-	return &stage{rows: make([]stagedRow, 0, n), seen: make(map[dedupKey]struct{}, n), at: -1,
+// newStage is the stage of a chunk of n records, which keeps the records'
+// bytes or only their digests as values says.
+func newStage(n int, values LedgerValues) *stage {
+	return &stage{drop: values == DropValues, rows: make([]stagedRow, 0, n), seen: make(map[dedupKey]struct{}, n), at: -1,
 		vals: make([]any, len(stageColumns))}
 }
 
@@ -50,7 +57,32 @@ func (s *stage) add(st barrier.Stamp, r *kafka.Message, headers string) {
 	k := dedupKey{st.Lease, st.Owner, st.Batch, st.Seq}
 	_, dup := s.seen[k]
 	s.seen[k] = struct{}{}
-	s.rows = append(s.rows, stagedRow{st, int64(r.TopicPartition.Offset), r, headers, !dup})
+	row := stagedRow{st: st, off: int64(r.TopicPartition.Offset), r: r, headers: headers, first: !dup}
+	if s.drop {
+		row.digest = digest(r.Key, r.Value, headers)
+	}
+	s.rows = append(s.rows, row)
+}
+
+// keptBytes are the key, value and headers the ledger keeps of row: none of
+// them (NULL) when the stage drops values (the digest stands for them).
+func (s *stage) keptBytes(row *stagedRow) (key, value []byte, headers any) {
+	if s.drop {
+		return nil, nil, nil
+	}
+	return row.r.Key, row.r.Value, row.headers
+}
+
+// refuses says why a record of the generation in force is malformed in
+// this stage's mode beyond the rules (""): a NUL in a header when values
+// are dropped. With values kept, jsonb refuses it (SQLSTATE 22P05) and the
+// record is malformed, and a record's verdict must not depend on the mode
+// (FM72).
+func (s *stage) refuses(hs []kafka.Header) string {
+	if !s.drop {
+		return ""
+	}
+	return headerNUL(hs)
 }
 
 // rewind makes the stage a fresh CopyFromSource for another COPY.
@@ -66,8 +98,9 @@ func (s *stage) Values() ([]any, error) {
 	row := &s.rows[s.at]
 	v := s.vals
 	v[0], v[1], v[2], v[3] = row.off, row.st.Token, int32(row.st.Seq), row.first
-	v[4], v[5], v[6], v[7] = row.st.Lease, row.st.Owner, row.st.Batch, row.headers
-	v[8], v[9] = row.r.Key, row.r.Value
+	v[4], v[5], v[6] = row.st.Lease, row.st.Owner, row.st.Batch
+	v[8], v[9], v[7] = s.keptBytes(row)
+	v[10] = row.digest
 	return v, nil
 }
 
@@ -138,7 +171,8 @@ func (l *ledgerRows) Values() ([]any, error) {
 	v := l.vals
 	v[0], v[1], v[2], v[3], v[4] = row.st.Lease, row.st.Owner, row.st.Token, row.st.Batch, int32(row.st.Seq)
 	v[5], v[6], v[7] = l.key.topic, l.key.partition, row.off
-	v[8], v[9], v[10] = row.r.Key, row.r.Value, row.headers
+	v[8], v[9], v[10] = l.s.keptBytes(row)
+	v[11] = row.digest
 	return v, nil
 }
 

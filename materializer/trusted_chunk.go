@@ -1,7 +1,6 @@
 package materializer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,21 +162,15 @@ func (t *TrustedSink) judgeChunk(tp *trustedPart, recs []*kafka.Message) chunkOu
 	return out
 }
 
-// nulHeader says why a record to keep has a header value the Postgres
-// ledger cannot keep (jsonb refuses a NUL, SQLSTATE 22P05, and the ledger
-// files the record malformed), or "": the trusted topic refuses it too,
-// so both sinks keep the same records. The gateway never writes one
+// nulHeader says why a record to keep has a header the Postgres ledger
+// cannot keep (headerNUL), or "": the trusted topic refuses it too, so
+// both sinks keep the same records. The gateway never writes one
 // (docs/api.md, "Records").
 func nulHeader(u ruling) string {
 	if u.v != Accepted && u.v != Kept {
 		return ""
 	}
-	for _, h := range u.r.Headers {
-		if !barrier.Reserved(h.Key) && bytes.IndexByte(h.Value, 0) >= 0 {
-			return fmt.Sprintf("header %.64q holds a NUL, which the ledger cannot keep", h.Key)
-		}
-	}
-	return ""
+	return headerNUL(u.r.Headers)
 }
 
 // checkpoint keeps a checkpoint of the generation in force when it is

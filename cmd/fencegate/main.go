@@ -1,8 +1,8 @@
 // Command fencegate is the exclusive Kafka produce gateway: one binary with
-// the subcommands serve (the gateway), materialize (the ledger), dev (the
-// whole stack on a development broker), migrate, routes, leases (the
-// operator's view), rollout (moving a fleet onto the gateway), loadtest
-// (the harness) and version, listed by
+// the subcommands serve (the gateway), materialize (the ledger), ledger
+// (pruning it), dev (the whole stack on a development broker), migrate,
+// routes, leases (the operator's view), rollout (moving a fleet onto the
+// gateway), loadtest (the harness) and version, listed by
 // commands(); the harness's child processes run hidden subcommands
 // (hidden.go).
 package main
@@ -36,6 +36,7 @@ func commands() map[string]command {
 		"loadtest":    {"load and fault harness with invariant checks and baselines", runLoadtest},
 		"leases":      {"operator view: leases list [--prefix P] | leases show NAME (leases -h)", runLeases},
 		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
+		"ledger":      {"ledger prune [--older-than AGE] [--dry-run]: delete ledger rows past the retention (ledger -h)", runLedger},
 		"rollout":     {"rollout status [PATTERN] | observe|gate|enforce PATTERN: move a route's fleet onto the gateway (rollout -h)", runRollout},
 		"routes":      {"routes set-partitions --config F --pattern P --partitions N: record a route's new partition count (routes -h)", runRoutes},
 		"dev":         {"run the whole stack on embedded defaults (development broker)", runDev},

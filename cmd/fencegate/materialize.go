@@ -21,6 +21,7 @@ import (
 
 type materializeFlags struct {
 	commonFlags
+	ledger      ledgerFlags
 	listen      string
 	partitions  string
 	sinks       string
@@ -43,6 +44,7 @@ func (f *materializeFlags) register(fs *cmdFlags) {
 		fs.BoolVar(&f.noMirror, "no-checkpoint-mirror", false, "with --sinks kafka alone: keep no fences and checkpoints in the ledger database for checkpoint reads, and need no database")
 		fs.StringVar(&f.instanceID, "trusted-instance-id", "", "the kafka sink's group.instance.id: a stable name per instance (the pod's, the host's), so a restarted instance takes its partitions back at once (empty: a dynamic member, whose partitions wait for the session timeout)")
 	})
+	f.ledger.register(fs)
 }
 
 func runMaterialize(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -96,6 +98,12 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
+	var values materializer.LedgerValues
+	if postgres {
+		if values, err = f.ledger.record(ctx, pool); err != nil {
+			return err
+		}
+	}
 	mp, metricsHandler, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Materializer})
 	if err != nil {
 		return err
@@ -103,7 +111,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	defer func() { _ = mp.Shutdown(context.Background()) }()
 	m, err := materializer.New(pool, router, materializer.Config{Kafka: conn,
 		BarrierKey: key, PreviousBarrierKeys: previous, Logger: log, MeterProvider: mp, Partitions: parts,
-		LeaseMetrics: f.leaseMetrics, LeaseMetricsLimit: f.leaseMetricsLimit})
+		LeaseMetrics: f.leaseMetrics, LeaseMetricsLimit: f.leaseMetricsLimit, LedgerValues: values})
 	if err != nil {
 		return err
 	}
@@ -113,6 +121,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	g, gctx := errgroup.WithContext(ctx)
 	if postgres {
 		g.Go(func() error { return m.Run(gctx) })
+		f.ledger.prune(gctx, g, pool, log)
 	}
 	if kafkaSink {
 		ts, err := m.Trusted(materializer.TrustedConfig{Name: f.trustedName, DedupWindow: f.dedupWindow,

@@ -12,6 +12,7 @@ import (
 // flags, and those subcommands.
 var subcommands = map[string][]string{
 	"leases":  {"list", "show"},
+	"ledger":  {"prune"},
 	"routes":  {"set-partitions"},
 	"rollout": {"status", "observe", "gate", "enforce"},
 }

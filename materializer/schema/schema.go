@@ -1,6 +1,6 @@
 // Package schema owns the ledger's tables (fences, accepted_records,
 // rejected_records, consumer_positions, kept_records, rollout_marks,
-// checkpoints) and its views applied_keys and ledger_records: their
+// checkpoints, ledger_retention) and its views applied_keys and ledger_records: their
 // migration line, recorded in ledger_migrations, and the reset a
 // development broker needs. The lease store's tables have a line of their own; this package
 // imports nothing of the gateway or the lease store.
