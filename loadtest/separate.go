@@ -18,6 +18,8 @@ import (
 const (
 	BaselineDirect = "direct"
 	BaselineBare   = "bare"
+	// BaselineHandover is the handover yardstick (RunBareHandovers).
+	BaselineHandover = "handover"
 )
 
 // BaselineChild is one run of the `fencegate loadtest-baseline` child:
@@ -42,8 +44,8 @@ type BaselineChild struct {
 
 // Register defines b's flags on fs, with the child's defaults.
 func (b *BaselineChild) Register(fs *flag.FlagSet) {
-	fs.StringVar(&b.Mode, "mode", BaselineDirect, "direct (one transactional producer per lease, delivery reports awaited) or bare (the yardstick)")
-	fs.IntVar(&b.Producers, "producers", 16, "producers (direct: one per lease)")
+	fs.StringVar(&b.Mode, "mode", BaselineDirect, "direct (one transactional producer per lease, delivery reports awaited), bare (the yardstick) or handover (new producer, InitTransactions, one-record transaction, in a loop)")
+	fs.IntVar(&b.Producers, "producers", 16, "producers (direct: one per lease; handover: loops at once)")
 	fs.IntVar(&b.BatchSize, "batch-size", 100, "records per transaction")
 	fs.IntVar(&b.RecordSize, "record-size", 1024, "bytes per record")
 	fs.DurationVar(&b.Duration, "duration", 10*time.Second, "how long the loop runs")
@@ -70,15 +72,20 @@ func (b BaselineChild) Run(ctx context.Context, conn kafkaconn.Config) (Baseline
 		f, err := RunBare(ctx, conn, b)
 		out.Bare = &f
 		return out, err
+	case BaselineHandover:
+		f, err := RunBareHandovers(ctx, conn, b)
+		out.Handover = &f
+		return out, err
 	}
-	return out, errors.New("--mode: direct or bare")
+	return out, errors.New("--mode: direct, bare or handover")
 }
 
 // BaselineOutput is what `fencegate loadtest-baseline` prints as JSON:
 // the figures of the one baseline it ran.
 type BaselineOutput struct {
-	Direct *report.DirectFigures `json:"direct,omitempty"`
-	Bare   *report.BareFigures   `json:"bare,omitempty"`
+	Direct   *report.DirectFigures   `json:"direct,omitempty"`
+	Bare     *report.BareFigures     `json:"bare,omitempty"`
+	Handover *report.HandoverFigures `json:"handover,omitempty"`
 }
 
 // runBaselineChild runs `fencegate loadtest-baseline` with args as the
@@ -126,6 +133,22 @@ func (r *runner) bareChild(ctx context.Context, rep *report.Report, proc string,
 	return out.Bare, nil
 }
 
+// handoverChild runs the handover yardstick in its own process, loops
+// handovers at once.
+func (r *runner) handoverChild(ctx context.Context, rep *report.Report, loops int) error {
+	out, u, err := r.runBaselineChild(ctx, report.ProcHandover, BaselineChild{Mode: BaselineHandover, Producers: loops,
+		BatchSize: 1, RecordSize: r.sc.RecordSize, Duration: r.baselineDuration()}.Args())
+	addPhase(rep, report.ProcHandover, u)
+	if err != nil {
+		return err
+	}
+	if out.Handover == nil {
+		return errors.New("the handover child printed no figures")
+	}
+	rep.BareHandover = out.Handover
+	return nil
+}
+
 // separateBaselines runs the baselines that have a process of their own,
 // each in both forms: stamped like the gateway's records (the yardstick)
 // and plain (what the headers cost).
@@ -140,7 +163,13 @@ func (r *runner) separateBaselines(ctx context.Context, rep *report.Report) erro
 			return fmt.Errorf("plain direct baseline: %w", err)
 		}
 	}
-	if sep, _ := r.stack.Separate(); sep.BareProducers > 0 {
+	sep, _ := r.stack.Separate()
+	if sep.BareHandovers > 0 {
+		if err := r.handoverChild(ctx, rep, sep.BareHandovers); err != nil {
+			return fmt.Errorf("handover yardstick: %w", err)
+		}
+	}
+	if sep.BareProducers > 0 {
 		var err error
 		if rep.Bare, err = r.bareChild(ctx, rep, report.ProcBare, false); err != nil {
 			return fmt.Errorf("bare-producer yardstick: %w", err)

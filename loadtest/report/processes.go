@@ -20,11 +20,13 @@ const (
 	// its phase.
 	ProcDirectPlain = "direct-plain"
 	ProcBarePlain   = "bare-plain"
+	// ProcHandover is the handover yardstick's process and phase.
+	ProcHandover = "handover"
 )
 
 // producerPhases are the phases whose producing process is named as the
 // phase (every one but "gateway"), in report order.
-var producerPhases = []string{ProcDirect, ProcDirectPlain, ProcBare, ProcBarePlain}
+var producerPhases = []string{ProcDirect, ProcDirectPlain, ProcBare, ProcBarePlain, ProcHandover}
 
 // ReplicaProc is the process name of gateway replica i of n: ProcGateway
 // when it is the only one, "gateway-<i>" otherwise.
@@ -106,6 +108,24 @@ type BareFigures struct {
 	// RecordsPerS and RatioDirectBare (direct records/s over these).
 	RecordsPerS     float64 `json:"records_per_s"`
 	RatioDirectBare float64 `json:"ratio_direct_bare"`
+}
+
+// HandoverFigures are the handover yardstick's: Loops at once, each a new
+// transactional producer, InitTransactions and a one-record transaction
+// committed, again and again (no Postgres, no HTTP, no barrier).
+type HandoverFigures struct {
+	Loops     int     `json:"loops"`
+	Handovers int64   `json:"handovers"`
+	Seconds   float64 `json:"seconds"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+	// PerS is Handovers / Seconds. GatewayPerS is the gateway's
+	// handovers per second: in the cold start until every lease wrote
+	// (ColdStart.HandoversPerS) or, if that never happened, over the
+	// whole gateway phase; RatioGateway is GatewayPerS / PerS.
+	PerS         float64 `json:"per_s"`
+	GatewayPerS  float64 `json:"gateway_per_s"`
+	RatioGateway float64 `json:"ratio_gateway"`
 }
 
 // AddPhase records a phase's usage in the report: its wall seconds, CPU
@@ -196,6 +216,16 @@ func (rep *Report) finishCPU() {
 			b.RatioDirectBare = rep.Throughput.DirectRecordsPerS / b.RecordsPerS
 		}
 	}
+	if h := rep.BareHandover; h != nil && h.Seconds > 0 {
+		h.PerS = float64(h.Handovers) / h.Seconds
+		h.GatewayPerS = rep.ColdStart.HandoversPerS
+		if h.GatewayPerS <= 0 && rep.Gateway.Seconds > 0 {
+			h.GatewayPerS = float64(rep.Gateway.Handovers) / rep.Gateway.Seconds
+		}
+		if h.PerS > 0 {
+			h.RatioGateway = h.GatewayPerS / h.PerS
+		}
+	}
 	if b, d := rep.BarePlain, rep.DirectPlain; b != nil && d != nil && b.RecordsPerS > 0 && d.Seconds > 0 {
 		b.RatioDirectBare = float64(d.Records) / d.Seconds / b.RecordsPerS
 	}
@@ -224,7 +254,7 @@ func (rep *Report) writeProcesses(w io.Writer) {
 	}
 	fmt.Fprintln(w, " peak RSS MiB |")
 	fmt.Fprintln(w, "|---|"+strings.Repeat("---|", len(phases)+1))
-	for _, proc := range append(gatewayNames(rep.RSSMiB), ProcBroker, ProcMaterializer, ProcHarness, ProcDirect, ProcDirectPlain, ProcBare, ProcBarePlain) {
+	for _, proc := range append(gatewayNames(rep.RSSMiB), ProcBroker, ProcMaterializer, ProcHarness, ProcDirect, ProcDirectPlain, ProcBare, ProcBarePlain, ProcHandover) {
 		if _, ok := rep.RSSMiB[proc]; !ok {
 			continue
 		}
@@ -246,6 +276,18 @@ func (rep *Report) writeProcesses(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	if h := rep.BareHandover; h != nil {
+		fmt.Fprintf(w, "handover yardstick: %s\n", h.line(rep.CPU))
+	}
+}
+
+// line is the handover yardstick beside the gateway's cold start.
+func (h *HandoverFigures) line(c *CPUFigures) string {
+	out := fmt.Sprintf("%d loops, %.1f handovers/s (p50 / p99 %.1f / %.1f ms)", h.Loops, h.PerS, h.P50Ms, h.P99Ms)
+	if h.Handovers > 0 {
+		out += fmt.Sprintf(", %.1f ms CPU each", c.producerCPU(ProcHandover)/float64(h.Handovers)*1e3)
+	}
+	return out + fmt.Sprintf("; gateway %.1f handovers/s, gateway / yardstick ", h.GatewayPerS) + measured(h.RatioGateway > 0, "%.2f", h.RatioGateway).Text
 }
 
 // processCell is one process's CPU in a phase: seconds, cores, and
@@ -295,6 +337,9 @@ func (rep *Report) processCells() [][2]cell {
 	if b := rep.Bare; b != nil {
 		rows = append(rows, [2]cell{text(fmt.Sprintf("bare producers (%d) records/s", b.Producers)),
 			text(fmt.Sprintf("%s (direct / bare %s; %.1f CPU s per GiB)", num(b.RecordsPerS), measured(b.RatioDirectBare > 0, "%.2f", b.RatioDirectBare).Text, c.BareSecondsPerGiB))})
+	}
+	if h := rep.BareHandover; h != nil {
+		rows = append(rows, [2]cell{text("handover yardstick"), text(h.line(c))})
 	}
 	for _, phase := range reportedPhases {
 		p, ok := c.Phases[phase]

@@ -81,6 +81,8 @@ type Report struct {
 	Bare   *BareFigures       `json:"bare,omitempty"`
 	// BarePlain is the bare loop without the fencegate headers.
 	BarePlain *BareFigures `json:"bare_plain,omitempty"`
+	// BareHandover is the handover yardstick (--bare-handovers).
+	BareHandover *HandoverFigures `json:"bare_handover,omitempty"`
 	// Fleet: with the gateways as child processes only (--replicas N or
 	// --separate-processes), the figures by replica, the broker's CPU and
 	// the cost of a lease.
