@@ -39,10 +39,8 @@ func RunBareHandovers(ctx context.Context, conn kafkaconn.Config, b BaselineChil
 			defer wg.Done()
 			for n := 0; hctx.Err() == nil; n++ {
 				t0 := time.Now()
-				if err := bareHandover(hctx, &closing, conn, fmt.Sprintf("loadtest-handover-%d-%d", i, n), int32(n%stack.Partitions)); err != nil {
-					if hctx.Err() == nil {
-						errs <- err
-					}
+				if err := bareHandover(ctx, &closing, conn, fmt.Sprintf("loadtest-handover-%d-%d", i, n), int32(n%stack.Partitions)); err != nil {
+					errs <- err
 					return
 				}
 				hist.Record(time.Since(t0))
@@ -59,6 +57,9 @@ func RunBareHandovers(ctx context.Context, conn kafkaconn.Config, b BaselineChil
 		P50Ms: hist.Ms(0.5), P99Ms: hist.Ms(0.99)}, nil
 }
 
+// handoverTimeout bounds the InitTransactions of one yardstick handover.
+const handoverTimeout = 30 * time.Second
+
 // barehandoverConfig are the settings of the yardstick's producers: those
 // the gateway gives its own that bear on a handover's round trips.
 var barehandoverConfig = kafka.ConfigMap{"linger.ms": 1, "enable.idempotence": true, "retry.backoff.ms": 20,
@@ -66,7 +67,9 @@ var barehandoverConfig = kafka.ConfigMap{"linger.ms": 1, "enable.idempotence": t
 	"go.events.channel.size": 64, "go.produce.channel.size": 0, "go.delivery.report.fields": "none"}
 
 // bareHandover is one handover of the yardstick; the producer is closed
-// in the background, counted in closing.
+// in the background, counted in closing. A handover started before the
+// loop's end runs to its end (bounded as the gateway bounds its
+// InitTransactions, by handoverTimeout).
 func bareHandover(ctx context.Context, closing *sync.WaitGroup, conn kafkaconn.Config, transactionalID string, partition int32) error {
 	cm, err := conn.ConfigMap()
 	if err != nil {
@@ -86,7 +89,9 @@ func bareHandover(ctx context.Context, closing *sync.WaitGroup, conn kafkaconn.C
 		for range p.Events() {
 		}
 	}()
-	if err := p.InitTransactions(ctx); err != nil {
+	ictx, cancel := context.WithTimeout(ctx, handoverTimeout)
+	defer cancel()
+	if err := p.InitTransactions(ictx); err != nil {
 		return err
 	}
 	topic := stack.DirectTopic
