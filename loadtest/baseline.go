@@ -75,8 +75,14 @@ func newProducer(conn kafkaconn.Config, transactionalID string) (*kafka.Producer
 // the gateway's (stamped with the five fencegate headers unless plain),
 // with no HTTP and no leases: the ceiling. With a target rate it paces
 // each producer as the gateway's workers are paced (nextBatch), so that
-// its latency is measured at the same offered load.
+// its latency is measured at the same offered load. The producers are
+// initialised before the loop is timed (directProducers).
 func (r *runner) direct(ctx context.Context, plain bool) (report.DirectFigures, error) {
+	producers, err := r.directProducers(ctx)
+	if err != nil {
+		return report.DirectFigures{}, err
+	}
+	defer closeAll(producers)
 	value := bytes.Repeat([]byte("x"), r.sc.RecordSize)
 	var records atomic.Int64
 	var hist report.Histogram
@@ -84,15 +90,15 @@ func (r *runner) direct(ctx context.Context, plain bool) (report.DirectFigures, 
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
-	errs := make(chan error, r.sc.Leases)
-	for l := range r.sc.Leases {
+	errs := make(chan error, len(producers))
+	for l, p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			name := fmt.Sprintf("shard:%d", l)
 			batch := baselineBatch{topic: stack.DirectTopic, partition: r.partition(name), lease: name,
 				owner: fmt.Sprintf("w%d-0", l), plain: plain, size: r.sc.BatchSize, value: value}
-			errs <- r.directProducer(dctx, l, batch, &records, &hist)
+			errs <- r.directLoop(dctx, p, batch, &records, &hist)
 		}()
 	}
 	wg.Wait()
@@ -106,17 +112,57 @@ func (r *runner) direct(ctx context.Context, plain bool) (report.DirectFigures, 
 		P50Ms: hist.Ms(0.5), P99Ms: hist.Ms(0.99)}, nil
 }
 
-func (r *runner) directProducer(ctx context.Context, lease int, batch baselineBatch, records *atomic.Int64, hist *report.Histogram) error {
-	p, err := newProducer(r.stack.Kafka, fmt.Sprintf("loadtest-direct-%d", lease))
-	if err != nil {
-		return err
+// directProducers initialises one transactional producer per lease, all
+// at once, before the loop is timed: the gateway's steady state, too,
+// starts once every lease is held.
+func (r *runner) directProducers(ctx context.Context) ([]*kafka.Producer, error) {
+	ps := make([]*kafka.Producer, r.sc.Leases)
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for l := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ps[l], errs[l] = initDirect(ctx, r.stack.Kafka, l)
+		}()
 	}
-	defer p.Close()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeAll(ps)
+		return nil, err
+	}
+	return ps, nil
+}
+
+func initDirect(ctx context.Context, conn kafkaconn.Config, lease int) (*kafka.Producer, error) {
+	p, err := newProducer(conn, fmt.Sprintf("loadtest-direct-%d", lease))
+	if err != nil {
+		return nil, err
+	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.InitTransactions(ictx); err != nil {
-		return err
+		p.Close()
+		return nil, err
 	}
+	return p, nil
+}
+
+// closeAll closes the producers (nil ones skipped) in parallel.
+func closeAll(ps []*kafka.Producer) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		if p != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Close() }()
+		}
+	}
+	wg.Wait()
+}
+
+// directLoop commits batch after batch on p until ctx ends, paced by
+// nextBatch.
+func (r *runner) directLoop(ctx context.Context, p *kafka.Producer, batch baselineBatch, records *atomic.Int64, hist *report.Histogram) error {
 	next := time.Now()
 	for n := 0; ctx.Err() == nil; n++ {
 		if d := time.Until(next); d > 0 {
