@@ -68,9 +68,13 @@ vulncheck: ## govulncheck over both modules, against a local copy of the Go vuln
 lint-deploy: ## packaging checks: docker-compose config, promtool, systemd-analyze, k8s schemas, TestDeploy (no engine, no cluster)
 	@$(LINT_DEPLOY)
 
-bench: ## benchmarks against the throwaway Postgres and the embedded broker
+# Where `make bench` leaves the harness's efficiency reports.
+BENCH_OUT ?= bin/bench
+
+bench: build ## micro-benchmarks (throwaway Postgres, embedded broker), then the efficiency runs of BENCHMARKS.md into $(BENCH_OUT) (deploy/bench/efficiency.sh; PATCHED=1 adds the patched confluent-kafka-go's cold starts)
 	@$(PG) start
 	FENCEGATE_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test -run '^$$' -bench . -benchmem ./...
+	FG=bin/fencegate deploy/bench/efficiency.sh $(BENCH_OUT)
 
 fuzz: ## run each fuzz target for 30s
 	$(GO) test -run '^$$' -fuzz FuzzFM18 -fuzztime 30s ./txnmap

@@ -13,6 +13,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/client/wire"
 )
 
@@ -40,7 +41,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // BenchmarkProduceGatewayVsDirect: each iteration, 64 leases each commit one
 // batch of 100 x 1 KiB records through the gateway (HTTP, one transaction
 // per batch), then 64 direct confluent-kafka-go transactional producers
-// commit the same batches on the same broker. Reported: records/s of both,
+// commit the same batches, stamped with the gateway's five headers, on the
+// same broker. Reported: records/s of both,
 // their ratio, and the handover (acquire) latency p50/p99 of the 64
 // acquires.
 func BenchmarkProduceGatewayVsDirect(b *testing.B) {
@@ -70,7 +72,10 @@ func BenchmarkProduceGatewayVsDirect(b *testing.B) {
 		})
 		gw += time.Since(start)
 		start = time.Now()
-		parallel(benchLeases, func(i int) { direct[i].commitBatch(b, int32(i%partitions), value) })
+		parallel(benchLeases, func(i int) {
+			direct[i].commit(b, int32(i%partitions), value, stamped(barrier.Stamp{Lease: fmt.Sprintf("shard:%d", i), Token: tokens[i],
+				Owner: "bench", Batch: fmt.Sprintf("r%d", round)}))
+		})
 		dr += time.Since(start)
 	}
 	recs := float64(round * benchLeases * benchRecords)
@@ -111,26 +116,42 @@ type directProducer struct{ p *kafka.Producer }
 func newDirectProducers(b *testing.B, brokers string) []*directProducer {
 	out := make([]*directProducer, benchLeases)
 	for i := range out {
-		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers,
-			"transactional.id": fmt.Sprintf("direct-%d", i), "linger.ms": 1, "enable.metrics.push": false,
-			"go.logs.channel.enable": false})
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			for range p.Events() {
-			}
-		}()
-		if err := p.InitTransactions(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		out[i] = &directProducer{p: p}
-		b.Cleanup(p.Close)
+		out[i] = newDirectProducer(b, brokers, fmt.Sprintf("direct-%d", i))
 	}
 	return out
 }
 
-func (d *directProducer) commitBatch(b *testing.B, partition int32, value []byte) {
+// newDirectProducer is an initialised transactional producer, closed at
+// the end of the benchmark.
+func newDirectProducer(b *testing.B, brokers, transactionalID string) *directProducer {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers,
+		"transactional.id": transactionalID, "linger.ms": 1, "enable.metrics.push": false,
+		"go.logs.channel.enable": false})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		for range p.Events() {
+		}
+	}()
+	if err := p.InitTransactions(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	return &directProducer{p: p}
+}
+
+// stamped gives each record the five headers the gateway stamps on the
+// data records of the batch st names: the direct producers write what
+// the gateway writes (BENCHMARKS.md, "The yardstick made fair").
+func stamped(st barrier.Stamp) func(seq int) []kafka.Header {
+	stamper := st.Stamper()
+	return func(seq int) []kafka.Header { return stamper.Append(nil, seq) }
+}
+
+// commit commits one batch of benchRecords records of value, each with
+// the headers of its seq, waiting for every delivery report.
+func (d *directProducer) commit(b *testing.B, partition int32, value []byte, headers func(seq int) []kafka.Header) {
 	t := topic
 	dch := make(chan kafka.Event, benchRecords)
 	if err := d.p.BeginTransaction(); err != nil {
@@ -139,7 +160,7 @@ func (d *directProducer) commitBatch(b *testing.B, partition int32, value []byte
 	}
 	for i := range benchRecords {
 		_ = d.p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: partition},
-			Key: []byte(fmt.Sprintf("k%d", i)), Value: value}, dch)
+			Key: []byte(fmt.Sprintf("k%d", i)), Value: value, Headers: headers(i)}, dch)
 	}
 	for range benchRecords {
 		if m := (<-dch).(*kafka.Message); m.TopicPartition.Error != nil {
@@ -258,4 +279,44 @@ func (p *hopPhase) run(b *testing.B, client *http.Client, tokens []int64, round 
 	})
 	p.cpu += cpuTime(b) - start
 	p.ds = append(p.ds, ds...)
+}
+
+// BenchmarkRecordHeaders measures what the fencegate headers cost a
+// producer, to size the gain of a denser encoding (which the wire format
+// does not allow today: docs/api.md): one transactional producer commits
+// batches of 100 x 1 KiB with no headers (plain), with the five headers
+// the gateway stamps (barrier.Stamper), and with one header carrying the
+// same bytes (dense). Reported: CPU microseconds per record of the whole
+// process (the in-process broker included, the same for the three) and
+// records/s. confluent-kafka-go copies every header key and value into C
+// memory with its own malloc (two cgo calls a header) before librdkafka
+// copies them again.
+func BenchmarkRecordHeaders(b *testing.B) {
+	tb := setup(b)
+	value := bytes.Repeat([]byte("x"), benchRecordSize)
+	stamp := barrier.Stamp{Lease: "shard:7", Token: 12, Owner: "w7-0", Batch: "w7-0/123"}
+	forms := []struct {
+		name    string
+		headers func(seq int) []kafka.Header
+	}{
+		{"plain", func(int) []kafka.Header { return nil }},
+		{"stamped", stamped(stamp)},
+		{"dense", func(seq int) []kafka.Header {
+			return []kafka.Header{{Key: "fencegate", Value: fmt.Appendf(nil, "%s\x00%d\x00%s\x00%s\x00%d", stamp.Lease, stamp.Token, stamp.Owner, stamp.Batch, seq)}}
+		}},
+	}
+	d := newDirectProducer(b, tb.kafka.Brokers, "headers")
+	for i, f := range forms {
+		b.Run(f.name, func(b *testing.B) {
+			d.commit(b, int32(i%partitions), value, f.headers) // the partition's first AddPartitionsToTxn, untimed
+			recs := 0
+			start, cpu := time.Now(), cpuTime(b)
+			for b.Loop() {
+				d.commit(b, int32(i%partitions), value, f.headers)
+				recs += benchRecords
+			}
+			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(recs), "cpu_us/record")
+			b.ReportMetric(float64(recs)/time.Since(start).Seconds(), "rec/s")
+		})
+	}
 }

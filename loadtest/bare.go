@@ -18,40 +18,43 @@ import (
 
 // RunDirect runs the direct baseline alone (the process of `fencegate
 // loadtest-baseline --mode direct`): one transactional producer per lease,
-// the batches of sc, for sc.Duration.
-func RunDirect(ctx context.Context, conn kafkaconn.Config, sc Scenario) (report.DirectFigures, error) {
+// the batches of b, for b.Duration.
+func RunDirect(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (report.DirectFigures, error) {
 	router, err := stack.NewRouter()
 	if err != nil {
 		return report.DirectFigures{}, err
 	}
+	sc := Defaults()
+	sc.Leases, sc.BatchSize, sc.RecordSize, sc.Rate = b.Producers, b.BatchSize, b.RecordSize, b.Rate
 	// The direct loop lasts baselineDuration: half the gateway phase.
-	sc.Duration *= 2
+	sc.Duration = 2 * b.Duration
 	r := &runner{sc: sc, stack: &stack.Stack{Kafka: conn, Router: router}}
-	rep := &report.Report{}
-	err = r.direct(ctx, rep)
-	return rep.Direct, err
+	return r.direct(ctx, b.Plain)
 }
 
-// RunBare is the bare-producer yardstick: producers transactional
-// producers in a loop, each transaction batchSize records of recordSize
-// bytes with two headers each, committed without waiting for per-record
-// delivery reports (CommitTransaction flushes), no HTTP, no leases, for d.
-// It is what the client library and the broker can do on this machine;
-// the direct baseline differs from it only in waiting for each record's
+// RunBare is the bare-producer yardstick: b.Producers transactional
+// producers in a loop, each transaction b.BatchSize records of
+// b.RecordSize bytes stamped like the gateway's (unless b.Plain),
+// committed without waiting for per-record delivery reports
+// (CommitTransaction flushes), no HTTP, no leases, for b.Duration. It is
+// what the client library and the broker can do on this machine; the
+// direct baseline differs from it only in waiting for each record's
 // delivery report and in its producer count (one per lease).
-func RunBare(ctx context.Context, conn kafkaconn.Config, producers, batchSize, recordSize int, d time.Duration) (report.BareFigures, error) {
-	value := bytes.Repeat([]byte("x"), recordSize)
+func RunBare(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (report.BareFigures, error) {
+	value := bytes.Repeat([]byte("x"), b.RecordSize)
 	var records atomic.Int64
-	bctx, cancel := context.WithTimeout(ctx, d)
+	bctx, cancel := context.WithTimeout(ctx, b.Duration)
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
-	errs := make(chan error, producers)
-	for i := range producers {
+	errs := make(chan error, b.Producers)
+	for i := range b.Producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- bareProducer(bctx, conn, i, batchSize, value, &records)
+			batch := baselineBatch{topic: stack.DirectTopic, partition: int32(i % stack.Partitions),
+				lease: "bare:" + strconv.Itoa(i), owner: "bare-" + strconv.Itoa(i), plain: b.Plain, size: b.BatchSize, value: value}
+			errs <- bareProducer(bctx, conn, i, batch, &records)
 		}()
 	}
 	wg.Wait()
@@ -61,10 +64,10 @@ func RunBare(ctx context.Context, conn kafkaconn.Config, producers, batchSize, r
 			return report.BareFigures{}, err
 		}
 	}
-	return report.BareFigures{Producers: producers, Records: records.Load(), Seconds: time.Since(start).Seconds()}, nil
+	return report.BareFigures{Producers: b.Producers, Records: records.Load(), Seconds: time.Since(start).Seconds()}, nil
 }
 
-func bareProducer(ctx context.Context, conn kafkaconn.Config, i, n int, value []byte, records *atomic.Int64) error {
+func bareProducer(ctx context.Context, conn kafkaconn.Config, i int, batch baselineBatch, records *atomic.Int64) error {
 	cm, err := conn.ConfigMap()
 	if err != nil {
 		return err
@@ -87,18 +90,13 @@ func bareProducer(ctx context.Context, conn kafkaconn.Config, i, n int, value []
 	if err := p.InitTransactions(ictx); err != nil {
 		return err
 	}
-	topic := stack.DirectTopic
-	part := int32(i % stack.Partitions)
-	headers := []kafka.Header{{Key: "lease", Value: []byte("bare:" + strconv.Itoa(i))}, {Key: "seq", Value: nil}}
-	for ctx.Err() == nil {
+	for n := 0; ctx.Err() == nil; n++ {
 		if err := p.BeginTransaction(); err != nil {
 			return err
 		}
-		for j := range n {
-			h := append([]kafka.Header(nil), headers...)
-			h[1].Value = []byte(strconv.Itoa(j))
-			if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part},
-				Value: value, Headers: h}, nil); err != nil {
+		msgs := batch.messages(n)
+		for j := range msgs {
+			if err := p.Produce(&msgs[j], nil); err != nil {
 				return err
 			}
 		}
@@ -108,7 +106,7 @@ func bareProducer(ctx context.Context, conn kafkaconn.Config, i, n int, value []
 		if err != nil {
 			return err
 		}
-		records.Add(int64(n))
+		records.Add(int64(len(msgs)))
 	}
 	return nil
 }

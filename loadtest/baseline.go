@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +30,11 @@ func (r *runner) baselines(ctx context.Context, rep *report.Report) error {
 			return err
 		}
 	} else if r.sc.Direct {
-		if err := r.direct(ctx, rep); err != nil {
+		d, err := r.direct(ctx, false)
+		if err != nil {
 			return fmt.Errorf("direct baseline: %w", err)
 		}
+		rep.Direct = d
 	}
 	if r.sc.Naive {
 		if err := r.naive(ctx, rep); err != nil {
@@ -70,9 +71,18 @@ func newProducer(conn kafkaconn.Config, transactionalID string) (*kafka.Producer
 	return p, nil
 }
 
-// direct runs one transactional producer per lease writing the same
-// batches with no HTTP and no leases: the ceiling.
-func (r *runner) direct(ctx context.Context, rep *report.Report) error {
+// direct runs one transactional producer per lease writing batches like
+// the gateway's (stamped with the five fencegate headers unless plain),
+// with no HTTP and no leases: the ceiling. With a target rate it paces
+// each producer as the gateway's workers are paced (nextBatch), so that
+// its latency is measured at the same offered load. The producers are
+// initialised before the loop is timed (directProducers).
+func (r *runner) direct(ctx context.Context, plain bool) (report.DirectFigures, error) {
+	producers, err := r.directProducers(ctx)
+	if err != nil {
+		return report.DirectFigures{}, err
+	}
+	defer closeAll(producers)
 	value := bytes.Repeat([]byte("x"), r.sc.RecordSize)
 	var records atomic.Int64
 	var hist report.Histogram
@@ -80,63 +90,110 @@ func (r *runner) direct(ctx context.Context, rep *report.Report) error {
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
-	errs := make(chan error, r.sc.Leases)
-	for l := range r.sc.Leases {
+	errs := make(chan error, len(producers))
+	for l, p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- r.directProducer(dctx, l, value, &records, &hist)
+			name := fmt.Sprintf("shard:%d", l)
+			batch := baselineBatch{topic: stack.DirectTopic, partition: r.partition(name), lease: name,
+				owner: fmt.Sprintf("w%d-0", l), plain: plain, size: r.sc.BatchSize, value: value}
+			errs <- r.directLoop(dctx, p, batch, &records, &hist)
 		}()
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return err
+			return report.DirectFigures{}, err
 		}
 	}
-	el := time.Since(start)
-	rep.Direct = report.DirectFigures{Records: records.Load(), Seconds: el.Seconds(),
-		P50Ms: hist.Ms(0.5), P99Ms: hist.Ms(0.99)}
-	return nil
+	return report.DirectFigures{Records: records.Load(), Seconds: time.Since(start).Seconds(),
+		P50Ms: hist.Ms(0.5), P99Ms: hist.Ms(0.99)}, nil
 }
 
-func (r *runner) directProducer(ctx context.Context, lease int, value []byte, records *atomic.Int64, hist *report.Histogram) error {
-	p, err := newProducer(r.stack.Kafka, fmt.Sprintf("loadtest-direct-%d", lease))
-	if err != nil {
-		return err
+// directProducers initialises one transactional producer per lease, all
+// at once, before the loop is timed: the gateway's steady state, too,
+// starts once every lease is held.
+func (r *runner) directProducers(ctx context.Context) ([]*kafka.Producer, error) {
+	ps := make([]*kafka.Producer, r.sc.Leases)
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for l := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ps[l], errs[l] = initDirect(ctx, r.stack.Kafka, l)
+		}()
 	}
-	defer p.Close()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeAll(ps)
+		return nil, err
+	}
+	return ps, nil
+}
+
+func initDirect(ctx context.Context, conn kafkaconn.Config, lease int) (*kafka.Producer, error) {
+	p, err := newProducer(conn, fmt.Sprintf("loadtest-direct-%d", lease))
+	if err != nil {
+		return nil, err
+	}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.InitTransactions(ictx); err != nil {
-		return err
+		p.Close()
+		return nil, err
 	}
-	topic := stack.DirectTopic
-	part := r.partition(fmt.Sprintf("shard:%d", lease))
-	for ctx.Err() == nil {
+	return p, nil
+}
+
+// closeAll closes the producers (nil ones skipped) in parallel.
+func closeAll(ps []*kafka.Producer) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		if p != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Close() }()
+		}
+	}
+	wg.Wait()
+}
+
+// directLoop commits batch after batch on p until ctx ends, paced by
+// nextBatch.
+func (r *runner) directLoop(ctx context.Context, p *kafka.Producer, batch baselineBatch, records *atomic.Int64, hist *report.Histogram) error {
+	next := time.Now()
+	for n := 0; ctx.Err() == nil; n++ {
+		if d := time.Until(next); d > 0 {
+			if wait(ctx, d); ctx.Err() != nil {
+				return nil
+			}
+		}
 		start := time.Now()
-		if err := directBatch(p, topic, part, r.sc.BatchSize, value); err != nil {
+		if err := directBatch(p, batch.messages(n)); err != nil {
 			return err
 		}
 		hist.Record(time.Since(start))
-		records.Add(int64(r.sc.BatchSize))
+		records.Add(int64(batch.size))
+		next = r.nextBatch(next)
 	}
 	return nil
 }
 
-func directBatch(p *kafka.Producer, topic string, part int32, n int, value []byte) error {
+// directBatch commits msgs as one transaction, waiting for every delivery
+// report as the gateway does.
+func directBatch(p *kafka.Producer, msgs []kafka.Message) error {
 	if err := p.BeginTransaction(); err != nil {
 		return err
 	}
-	dch := make(chan kafka.Event, n)
-	for i := range n {
-		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part},
-			Key: []byte(strconv.Itoa(i)), Value: value}, dch); err != nil {
+	dch := make(chan kafka.Event, len(msgs))
+	for i := range msgs {
+		if err := p.Produce(&msgs[i], dch); err != nil {
 			return err
 		}
 	}
-	for range n {
+	for range msgs {
 		if m := (<-dch).(*kafka.Message); m.TopicPartition.Error != nil {
 			return m.TopicPartition.Error
 		}

@@ -9,12 +9,15 @@ import (
 
 // TestBaselineChildFlagsRoundTrip: what the harness passes to the
 // baseline child (Args) is what the child parses (Register), for either
-// mode: both ends share one definition of the flags.
+// mode and form (stamped or plain): both ends share one definition of
+// the flags.
 func TestBaselineChildFlagsRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, want := range []BaselineChild{
-		{Mode: BaselineDirect, Producers: 7, BatchSize: 3, RecordSize: 0, Duration: 1500 * time.Millisecond},
+		{Mode: BaselineDirect, Producers: 7, BatchSize: 3, RecordSize: 0, Duration: 1500 * time.Millisecond, Rate: 2.5},
+		{Mode: BaselineDirect, Producers: 7, BatchSize: 3, RecordSize: 10, Duration: time.Second, Plain: true},
 		{Mode: BaselineBare, Producers: 2, BatchSize: 250, RecordSize: 4096, Duration: time.Minute},
+		{Mode: BaselineBare, Producers: 2, BatchSize: 250, RecordSize: 4096, Duration: time.Minute, Plain: true},
 	} {
 		fs := flag.NewFlagSet("loadtest-baseline", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

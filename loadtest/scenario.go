@@ -9,8 +9,8 @@
 // Run is the entry: a Scenario, on a stack brought up by package
 // loadtest/stack, gives a report.Report (package loadtest/report). This
 // package holds the runner, the scenarios, the workers, the baselines and
-// the invariant checks; RunDirect and RunBare are the baselines of the
-// `fencegate loadtest-baseline` child. Behind a load balancer
+// the invariant checks; RunDirect, RunBare and RunBareHandovers are the
+// baselines of the `fencegate loadtest-baseline` child. Behind a load balancer
 // (stack.WithBalancer) the workers are SDK workers (package client) whose
 // base URL is the balancer, and the report adds the re-serve gaps and the
 // worker-visible errors of the replica faults (report.BalancedFigures).

@@ -23,7 +23,7 @@ cd "$out"
 "$fg" loadtest --embedded --separate-processes --leases "$n" --workers-per-lease 1 \
   --clients $(( (n + 127) / 128 )) --rate 0.001 --batch-size 1 --record-size 100 \
   --duration 75s --ttl 30s --freeze-every 0 --churn-every 0 --naive=false --direct=false \
-  --bare-producers 0 --json r.json "$@" >out.txt 2>&1 &
+  --bare-producers 0 --bare-handovers 16 --json r.json "$@" >out.txt 2>&1 &
 lt=$!
 
 port=$(wait_gateway_metrics "$fg" "$lt")

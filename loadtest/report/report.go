@@ -22,13 +22,17 @@ type Report struct {
 	} `json:"invariants"`
 	Ledger LedgerCheck `json:"ledger"`
 	// Trusted checks the trusted topic (--trusted; nil: not run).
-	Trusted    *TrustedCheck  `json:"trusted,omitempty"`
-	History    History        `json:"history"`
-	NetFault   *NetFault      `json:"net_fault,omitempty"`
-	Gateway    GatewayFigures `json:"gateway"`
-	Direct     DirectFigures  `json:"direct"`
-	Naive      NaiveFigures   `json:"naive"`
-	Throughput struct {
+	Trusted  *TrustedCheck  `json:"trusted,omitempty"`
+	History  History        `json:"history"`
+	NetFault *NetFault      `json:"net_fault,omitempty"`
+	Gateway  GatewayFigures `json:"gateway"`
+	// Direct is the like-for-like direct baseline: its records carry the
+	// five fencegate headers the gateway stamps. DirectPlain, when run
+	// (separate processes), is the same loop without them.
+	Direct      DirectFigures  `json:"direct"`
+	DirectPlain *DirectFigures `json:"direct_plain,omitempty"`
+	Naive       NaiveFigures   `json:"naive"`
+	Throughput  struct {
 		GatewayRecordsPerS float64 `json:"gateway_records_per_s"`
 		DirectRecordsPerS  float64 `json:"direct_records_per_s"`
 		RatioGatewayDirect float64 `json:"ratio_gateway_direct"`
@@ -77,6 +81,10 @@ type Report struct {
 	CPU    *CPUFigures        `json:"cpu,omitempty"`
 	RSSMiB map[string]float64 `json:"rss_mib,omitempty"`
 	Bare   *BareFigures       `json:"bare,omitempty"`
+	// BarePlain is the bare loop without the fencegate headers.
+	BarePlain *BareFigures `json:"bare_plain,omitempty"`
+	// BareHandover is the handover yardstick (--bare-handovers).
+	BareHandover *HandoverFigures `json:"bare_handover,omitempty"`
 	// Fleet: with the gateways as child processes only (--replicas N or
 	// --separate-processes), the figures by replica, the broker's CPU and
 	// the cost of a lease.
