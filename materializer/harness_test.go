@@ -236,16 +236,22 @@ func (b *testBundle) pollPosition(db *pgtest.DB, partition int32, want int64, do
 // snapshot renders the materializer's tables for comparison.
 func snapshot(t testing.TB, db *pgtest.DB) string {
 	t.Helper()
-	var sb strings.Builder
-	for _, q := range []string{
+	return dumpRows(t, db,
 		`SELECT lease, token, batch_id, seq, partition, "offset", encode(value, 'escape'), headers::text FROM accepted_records ORDER BY partition, "offset"`,
 		`SELECT coalesce(lease,''), coalesce(token,0), coalesce(batch_id,''), coalesce(seq,-1), partition, "offset", reason FROM rejected_records ORDER BY partition, "offset"`,
 		`SELECT lease, token, barrier_partition, barrier_offset FROM fences ORDER BY lease, barrier_partition`,
 		`SELECT lease, batch_id, seq FROM applied_keys ORDER BY 1, 2, 3`,
 		`SELECT partition, "offset", verdict, coalesce(lease, ''), coalesce(token, 0), encode(value, 'escape'), headers::text FROM kept_records ORDER BY partition, "offset"`,
 		`SELECT partition, pattern, state, version, "offset" FROM rollout_marks ORDER BY partition, pattern`,
-		`SELECT lease, token, owner_id, batch_id, partition, "offset", encode(value, 'escape') FROM checkpoints ORDER BY lease`,
-	} {
+		`SELECT lease, token, owner_id, batch_id, partition, "offset", encode(value, 'escape') FROM checkpoints ORDER BY lease`)
+}
+
+// dumpRows renders the rows of each query, a line a row, "--" after
+// each query.
+func dumpRows(t testing.TB, db *pgtest.DB, queries ...string) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, q := range queries {
 		rows, err := db.Pool.Query(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)

@@ -528,23 +528,9 @@ func TestTrustedMirrorKeepsTheLedgersFencesAndCheckpoints(t *testing.T) {
 // stateRows renders a ledger database's fences and checkpoints.
 func stateRows(t *testing.T, db *pgtest.DB) string {
 	t.Helper()
-	var sb strings.Builder
-	for _, q := range []string{
+	return dumpRows(t, db,
 		`SELECT lease, token, owner, producer_id, producer_epoch, barrier_partition, barrier_offset FROM fences ORDER BY lease, barrier_partition`,
-		`SELECT lease, token, owner_id, batch_id, topic, partition, "offset", encode(value, 'escape') FROM checkpoints ORDER BY lease`,
-	} {
-		rows, err := db.Pool.Query(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			vals, _ := rows.Values()
-			fmt.Fprintln(&sb, vals...)
-		}
-		rows.Close()
-		sb.WriteString("--\n")
-	}
-	return sb.String()
+		`SELECT lease, token, owner_id, batch_id, topic, partition, "offset", encode(value, 'escape') FROM checkpoints ORDER BY lease`)
 }
 
 // TestFM58_GenerationMovedAtCommitRewinds: the broker refuses a chunk's

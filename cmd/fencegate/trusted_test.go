@@ -28,15 +28,7 @@ func TestMaterializeKafkaSinkNeedsNoLedger(t *testing.T) {
 	addr := startServeFlags(t, sf)
 	mf := materializeFlags{listen: freeAddr(t), sinks: "kafka", trustedName: "trusted", commonFlags: sf.commonFlags, noMirror: true}
 	mf.databaseURL = "postgres://nobody@127.0.0.1:1/none" // never dialled
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- materialize(ctx, mf, discard) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("materialize: %v", err)
-		}
-	}()
+	startMaterialize(t, mf)
 	call := caller(t, addr)
 	lease := call("POST", "/v1/leases", map[string]any{"name": "shard:1", "owner_id": "w", "ttl_ms": 30000})
 	token := int64(lease["token"].(float64))
@@ -54,6 +46,19 @@ func TestMaterializeKafkaSinkNeedsNoLedger(t *testing.T) {
 			t.Fatalf("trusted record %d: %s %v", i, r.Value, r.Headers)
 		}
 	}
+}
+
+// startMaterialize runs materialize with mf until the test ends.
+func startMaterialize(t *testing.T, mf materializeFlags) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- materialize(ctx, mf, discard) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("materialize: %v", err)
+		}
+	})
 }
 
 // caller returns a function that calls serve at addr with the ops token
@@ -96,15 +101,7 @@ func TestMaterializeKafkaSinkServesCheckpoints(t *testing.T) {
 	sf := placementServeFlags(db, k, routeConfig(t, k.Topic, 4))
 	addr := startServeFlags(t, sf)
 	mf := materializeFlags{listen: freeAddr(t), sinks: "kafka", trustedName: "trusted", commonFlags: sf.commonFlags}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- materialize(ctx, mf, discard) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("materialize: %v", err)
-		}
-	}()
+	startMaterialize(t, mf)
 	call := caller(t, addr)
 	first := call("POST", "/v1/leases", map[string]any{"name": "shard:1", "owner_id": "w1", "ttl_ms": 30000})
 	token := int64(first["token"].(float64))
