@@ -62,13 +62,16 @@ func (s *Store) EventsRange(ctx context.Context, prefix string, after, upto int6
 	return evs, nil
 }
 
-// LastEventID returns the newest event id (0: none).
-func (s *Store) LastEventID(ctx context.Context) (int64, error) {
+// LastEventID returns the newest event id (0: none) and the xmax of the
+// snapshot it was read in: events with lower ids still in flight then are
+// settled once SnapshotXmin reaches it.
+func (s *Store) LastEventID(ctx context.Context) (int64, uint64, error) {
 	var id int64
-	if err := s.pool.QueryRow(ctx, qLastEventID).Scan(&id); err != nil {
-		return 0, unavailable("events", err)
+	var xmax uint64
+	if err := s.pool.QueryRow(ctx, qLastEventID).Scan(&id, &xmax); err != nil {
+		return 0, 0, unavailable("events", err)
 	}
-	return id, nil
+	return id, xmax, nil
 }
 
 // SnapshotXmin returns the oldest transaction running now: every older one

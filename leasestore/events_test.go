@@ -9,7 +9,7 @@ import (
 func TestEventsAfterReadsInIDOrderWithItsSnapshot(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	from, err := b.store.LastEventID(b.ctx)
+	from, _, err := b.store.LastEventID(b.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestEventsAfterReadsInIDOrderWithItsSnapshot(t *testing.T) {
 	if rd.Xmin == 0 || rd.Xmax < rd.Xmin {
 		t.Fatalf("snapshot bounds xmin %d xmax %d", rd.Xmin, rd.Xmax)
 	}
-	last, err := b.store.LastEventID(b.ctx)
+	last, _, err := b.store.LastEventID(b.ctx)
 	if err != nil || last != rd.Events[2].ID {
 		t.Fatalf("last event id %d (%v), want %d", last, err, rd.Events[2].ID)
 	}

@@ -244,8 +244,11 @@ const qEventsRange = `SELECT ` + eventColumns + ` FROM lease_events
 const qEventsRangeFrom = `SELECT ` + eventColumns + ` FROM lease_events
  WHERE id > $1 AND id <= $2 AND name ~>=~ $3 ORDER BY id LIMIT $4`
 
-// qLastEventID is the newest event id (0: none): where a relay starts.
-const qLastEventID = `SELECT COALESCE(max(id), 0) FROM lease_events`
+// qLastEventID is the newest event id (0: none), where a relay starts,
+// and its snapshot's xmax: the events in flight then are settled once a
+// snapshot's xmin reaches it.
+const qLastEventID = `SELECT COALESCE(max(id), 0), pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+  FROM lease_events`
 
 // qPruneEvents deletes up to $2 events older than $1 milliseconds
 // (database time), the oldest first; the caller repeats until none is
