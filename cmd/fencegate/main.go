@@ -34,7 +34,7 @@ func commands() map[string]command {
 		"migrate":     {"apply the embedded database migrations", runMigrate},
 		"serve":       {"run the gateway", runServe},
 		"loadtest":    {"load and fault harness with invariant checks and baselines", runLoadtest},
-		"leases":      {"operator view: leases list [--prefix P] | leases show NAME (leases -h)", runLeases},
+		"leases":      {"operator view: leases list [--prefix P] | show NAME | watch [--prefix P] | prune-events (leases -h)", runLeases},
 		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
 		"rollout":     {"rollout status [PATTERN] | observe|gate|enforce PATTERN: move a route's fleet onto the gateway (rollout -h)", runRollout},
 		"routes":      {"routes set-partitions --config F --pattern P --partitions N: record a route's new partition count (routes -h)", runRoutes},
