@@ -90,6 +90,10 @@ const relayBatch = 1000
 // newest is missing (in flight or rolled back).
 const settleRetry = 10 * time.Millisecond
 
+// listenRetry is the wait before the relay listens again after its
+// connection failed (at most the poll interval).
+const listenRetry = 200 * time.Millisecond
+
 // relay hands the outbox's events, in id order, each once, to the
 // subscriptions that match it.
 type relay struct {
@@ -229,8 +233,8 @@ func (r *relay) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		r.log.Warn("watch relay: the listening connection failed; reading every poll interval until it is back", "error", err)
-		_ = sleepCtx(ctx, r.cfg.Poll)
+		r.log.Warn("watch relay: the listening connection failed; reconnecting (events are read every poll interval meanwhile)", "error", err)
+		_ = sleepCtx(ctx, min(listenRetry, r.cfg.Poll))
 	}
 }
 
