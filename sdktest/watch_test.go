@@ -270,4 +270,3 @@ func TestFM69_NoticesLostFencesHoldAndRenewalStillLoses(t *testing.T) {
 	default:
 	}
 }
-
