@@ -432,6 +432,17 @@ func (s *Server) DrainStreams() int {
 	return 0
 }
 
+// WatchStreams returns the number of watch streams open on this replica.
+func (s *Server) WatchStreams() int {
+	r := s.watch.Load()
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
 // WatchEvent is the data of one event of a watch stream.
 type WatchEvent struct {
 	ID      int64  `json:"id"`
