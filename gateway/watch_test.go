@@ -325,3 +325,22 @@ func TestWatchRefusesABadLastEventID(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIWatchRefusalsMatchTheDocument: the watch routes' refusals
+// are the document's (the 200 stream is checked by the tests above).
+func TestOpenAPIWatchRefusalsMatchTheDocument(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	r.watch(t, b, gateway.WatchConfig{})
+	c := newContract(t, r)
+	expect(t, "a lease outside the patterns", c.call(t, r, "narrow-token", "GET", "/v1/leases/shard:200/events", nil, false),
+		http.StatusForbidden, "forbidden")
+	expect(t, "no token", c.call(t, r, "", "GET", "/v1/events?prefix=shard:", nil, false),
+		http.StatusUnauthorized, "unauthorized")
+	expect(t, "a prefix no name can hold", c.call(t, r, devToken, "GET", "/v1/events?prefix=%FF", nil, true),
+		http.StatusBadRequest, "invalid_request")
+	r.server.DrainStreams()
+	expect(t, "a draining replica", c.call(t, r, devToken, "GET", "/v1/leases/shard:1/events", nil, false),
+		http.StatusServiceUnavailable, "draining")
+}
