@@ -123,7 +123,7 @@ type relay struct {
 type sub struct {
 	name   string // exact name, or "" for a prefix
 	prefix string
-	events chan leasestore.Event
+	events chan *leasestore.Event // shared by the subscriptions: read only
 	lagged chan struct{} // closed when events overflowed: read the outbox
 	closed chan struct{} // closed by the drain
 }
@@ -286,7 +286,8 @@ func (r *relay) apply(rd leasestore.EventRead) bool {
 	return false
 }
 
-func (r *relay) deliverLocked(e leasestore.Event) {
+func (r *relay) deliverLocked(ev leasestore.Event) {
+	e := &ev
 	for s := range r.byName[e.Name] {
 		r.sendLocked(s, e)
 	}
@@ -299,7 +300,7 @@ func (r *relay) deliverLocked(e leasestore.Event) {
 
 // sendLocked queues e for s; a stream too far behind is unsubscribed and
 // told (lagged) to read the outbox from its last event.
-func (r *relay) sendLocked(s *sub, e leasestore.Event) {
+func (r *relay) sendLocked(s *sub, e *leasestore.Event) {
 	select {
 	case s.events <- e:
 	default:
@@ -357,7 +358,7 @@ func (r *relay) admit(client string) (func(), *Error) {
 // that moment: every later event reaches it, every earlier one is in the
 // outbox.
 func (r *relay) subscribe(name, prefix string) (*sub, int64) {
-	s := &sub{name: name, prefix: prefix, events: make(chan leasestore.Event, r.cfg.Buffer),
+	s := &sub{name: name, prefix: prefix, events: make(chan *leasestore.Event, r.cfg.Buffer),
 		lagged: make(chan struct{}), closed: make(chan struct{})}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -607,7 +608,7 @@ func (st *watchStream) follow(ctx context.Context, sb *sub, beat <-chan time.Tim
 		case <-sb.closed:
 			return errStreamDrained
 		case e := <-sb.events:
-			if err := st.send(e); err != nil {
+			if err := st.send(*e); err != nil {
 				return err
 			}
 		case <-sb.lagged:
@@ -615,7 +616,7 @@ func (st *watchStream) follow(ctx context.Context, sb *sub, beat <-chan time.Tim
 			for {
 				select {
 				case e := <-sb.events:
-					if err := st.send(e); err != nil {
+					if err := st.send(*e); err != nil {
 						return err
 					}
 					continue
