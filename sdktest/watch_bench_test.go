@@ -50,7 +50,7 @@ func noticeLatencies(b *testing.B, elsewhere bool) []time.Duration {
 	a.watching(gateway.WatchConfig{})
 	other.watching(gateway.WatchConfig{})
 	for i := range idleWatchers {
-		openRaw(b, a.url, fmt.Sprintf("/v1/leases/shard:idle-%d/events", i), -1)
+		openRawQueued(b, a.url, fmt.Sprintf("/v1/leases/shard:idle-%d/events", i), -1, 1)
 	}
 	c := newClient(b, a.url, "w1", func(cfg *client.Config) { cfg.TTL, cfg.RenewEvery = time.Minute, 50*time.Second })
 	defer c.Close(context.Background())
@@ -110,7 +110,7 @@ func BenchmarkIdleWatchers(b *testing.B) {
 		a.watching(gateway.WatchConfig{})
 		heap0, gr0 := heapNow()
 		for i := range idleWatchers {
-			openRaw(b, a.url, fmt.Sprintf("/v1/leases/shard:idle-%d/events", i), -1)
+			openRawQueued(b, a.url, fmt.Sprintf("/v1/leases/shard:idle-%d/events", i), -1, 1)
 		}
 		waitStreams(b, a, idleWatchers)
 		heap1, gr1 := heapNow()

@@ -44,6 +44,14 @@ type rawEvent struct {
 // openRaw opens path on base with Last-Event-ID last (-1: none).
 func openRaw(t testing.TB, base, path string, last int64) *rawStream {
 	t.Helper()
+	return openRawQueued(t, base, path, last, 4096)
+}
+
+// openRawQueued is openRaw with a queue of queue events (the idle
+// watchers of the benchmarks keep theirs small: it is the test's memory,
+// not the replica's).
+func openRawQueued(t testing.TB, base, path string, last int64, queue int) *rawStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -55,7 +63,7 @@ func openRaw(t testing.TB, base, path string, last int64) *rawStream {
 		cancel()
 		t.Fatalf("GET %s: %v %v", path, resp, err)
 	}
-	s := &rawStream{events: make(chan rawEvent, 4096), cancel: cancel}
+	s := &rawStream{events: make(chan rawEvent, queue), cancel: cancel}
 	opened := make(chan struct{})
 	go func() {
 		defer resp.Body.Close()
