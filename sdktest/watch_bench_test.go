@@ -52,7 +52,9 @@ func noticeLatencies(b *testing.B, elsewhere bool) []time.Duration {
 	for i := range idleWatchers {
 		openRawQueued(b, a.url, fmt.Sprintf("/v1/leases/shard:idle-%d/events", i), -1, 1)
 	}
-	c := newClient(b, a.url, "w1", func(cfg *client.Config) { cfg.TTL, cfg.RenewEvery = time.Minute, 50*time.Second })
+	c := newClient(b, a.url, "w1", func(cfg *client.Config) {
+		cfg.TTL, cfg.RenewEvery, cfg.DisableWatch = time.Minute, 50*time.Second, false
+	})
 	defer c.Close(context.Background())
 	leases := make([]*client.Lease, noticeLeases)
 	for i := range leases {

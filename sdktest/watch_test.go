@@ -174,7 +174,9 @@ func TestWatchNoticeLosesTheLeaseBeforeItsRenewal(t *testing.T) {
 	a, other := b.newReplica(nil), b.newReplica(nil)
 	a.watching(gateway.WatchConfig{})
 	other.watching(gateway.WatchConfig{})
-	c := newClient(t, a.url, "w1", func(cfg *client.Config) { cfg.TTL, cfg.RenewEvery = time.Minute, 50*time.Second })
+	c := newClient(t, a.url, "w1", func(cfg *client.Config) {
+		cfg.TTL, cfg.RenewEvery, cfg.DisableWatch = time.Minute, 50*time.Second, false
+	})
 	defer c.Close(context.Background())
 	l, err := c.Acquire(context.Background(), "shard:1")
 	if err != nil {
@@ -226,7 +228,8 @@ func TestFM69_NoticesLostFencesHoldAndRenewalStillLoses(t *testing.T) {
 		WHERE datname = current_database() AND query = 'LISTEN fencegate_lease_events'`).Scan(&killed); err != nil || killed != 2 {
 		t.Fatalf("killed %d listening connections (%v), want the 2 replicas'", killed, err)
 	}
-	c := newClient(t, other.url, "w1", nil)
+	// The SDK watches too: with the relays stopped it gets no notice.
+	c := newClient(t, other.url, "w1", func(cfg *client.Config) { cfg.DisableWatch = false })
 	defer c.Close(context.Background())
 	l, err := c.Acquire(context.Background(), "shard:2")
 	if err != nil {
