@@ -222,7 +222,6 @@ func (c *Client) start(l *Lease) bool {
 	c.leases[l] = struct{}{}
 	go l.renewLoop()
 	if !c.cfg.DisableWatch {
-		l.watched = make(chan struct{})
 		go l.watchLoop()
 	}
 	return true

@@ -41,9 +41,6 @@ type Lease struct {
 	ctx    context.Context // ends renewal requests on Release
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the renewer stopped
-	// watched is closed when the watcher (watch.go) stopped; nil when
-	// none was started (Config.DisableWatch).
-	watched chan struct{}
 }
 
 // newLease is the lease of grant g, asked for at start; Client.start
@@ -555,9 +552,6 @@ func (l *Lease) Release(ctx context.Context) error {
 func (l *Lease) release(ctx context.Context) error {
 	l.cancel()
 	<-l.done
-	if l.watched != nil {
-		<-l.watched // its notices no longer race the release
-	}
 	defer func() {
 		l.mu.Lock()
 		l.loseLocked(ErrReleased)

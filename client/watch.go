@@ -167,7 +167,6 @@ func readEvents(r io.Reader, read func(), fn func(Event) error) error {
 // watchLoop watches the lease's events until it is released or lost, and
 // loses it at the first that shows a later generation or its end.
 func (l *Lease) watchLoop() {
-	defer close(l.watched)
 	ctx, cancel := context.WithCancel(l.ctx)
 	defer cancel()
 	go func() {
@@ -208,7 +207,9 @@ func (l *Lease) notice(e Event) {
 			reason = e.Kind
 		}
 	}
-	if reason == "" || l.err != nil {
+	// Once Release began (l.ctx ended) the lease ends as released, not
+	// to a notice of its own release.
+	if reason == "" || l.err != nil || l.ctx.Err() != nil {
 		return
 	}
 	l.loseLocked(&NoticeError{Reason: reason, Event: e})
