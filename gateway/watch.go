@@ -124,8 +124,8 @@ type sub struct {
 	name   string // exact name, or "" for a prefix
 	prefix string
 	events chan *leasestore.Event // shared by the subscriptions: read only
-	lagged chan struct{} // closed when events overflowed: read the outbox
-	closed chan struct{} // closed by the drain
+	lagged chan struct{}          // closed when events overflowed: read the outbox
+	closed chan struct{}          // closed by the drain
 }
 
 func (s *sub) matches(name string) bool {
