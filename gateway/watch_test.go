@@ -344,3 +344,40 @@ func TestOpenAPIWatchRefusalsMatchTheDocument(t *testing.T) {
 	expect(t, "a draining replica", c.call(t, r, devToken, "GET", "/v1/leases/shard:1/events", nil, false),
 		http.StatusServiceUnavailable, "draining")
 }
+
+// TestWatchStreamFallingBehindLosesNothing: a stream whose queue holds one
+// event falls behind a burst (the relay hands out 50 events at once),
+// reads the rest from the outbox, and still sends every event once, in id
+// order.
+func TestWatchStreamFallingBehindLosesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	r.watch(t, b, gateway.WatchConfig{Buffer: 1})
+	s := r.mustStream(t, devToken, "/v1/events?prefix=shard:b", -1)
+	// A burst the relay reads at once: 50 events of one transaction.
+	const burst = 50
+	if _, err := b.db.Pool.Exec(context.Background(), `INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at)
+		SELECT 'shard:b' || i, 'released', i, 'w1', 'replica-1', now() FROM generate_series(1, $1) AS i`, burst); err != nil {
+		t.Fatal(err)
+	}
+	_, evs := s.kinds(t, burst) // ids increase: none twice, in order
+	rd, err := b.store.EventsAfter(context.Background(), evs[0].id-1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int64
+	for _, e := range rd.Events {
+		if strings.HasPrefix(e.Name, "shard:b") && e.ID <= evs[len(evs)-1].id {
+			want = append(want, e.ID)
+		}
+	}
+	var got []int64
+	for _, e := range evs {
+		got = append(got, e.id)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stream sent %v, the outbox holds %v", got, want)
+	}
+	s.quiet(t)
+}
