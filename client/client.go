@@ -79,6 +79,14 @@ type Config struct {
 	// Hooks are called at the points of a lease's life, for metrics and
 	// tracing: each implements one or more of the hook interfaces (Hook).
 	Hooks []Hook
+	// DisableWatch turns off the watch stream of each lease. By default
+	// a lease watches its events (GET /v1/leases/{name}/events) and is
+	// lost as soon as one shows a later generation or its end (a
+	// NoticeError), instead of at the next renewal or batch. A notice is
+	// never a safety signal: the renewal loop decides alone when notices
+	// are lost, late or off, and the gateway's fences hold regardless.
+	// Each lease holds one more HTTP connection while it lives.
+	DisableWatch bool
 }
 
 // Defaults of Config.
@@ -213,6 +221,9 @@ func (c *Client) start(l *Lease) bool {
 	}
 	c.leases[l] = struct{}{}
 	go l.renewLoop()
+	if !c.cfg.DisableWatch {
+		go l.watchLoop()
+	}
 	return true
 }
 

@@ -106,6 +106,17 @@
 // still holds it for this owner until it expires. Fail closed is the choice
 // here; re-acquire (AcquireWait) to go on.
 //
+// # Notices
+//
+// Each lease watches its events (GET /v1/leases/{name}/events) unless
+// Config.DisableWatch is set, and is lost at once, with a NoticeError
+// saying why, when an event shows a later generation or the end of its
+// own: a worker stops writing sooner than at its next renewal. A notice
+// is never a safety signal: it may be late or never come, the renewal
+// loop is unchanged, and the gateway's fences hold without it.
+// Client.Watch streams the events of every lease under a prefix, for
+// tools and dashboards, resuming by event id after a broken stream.
+//
 // # Checkpoints
 //
 // A worker that consumes an input keeps its place in the lease's

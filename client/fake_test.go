@@ -37,6 +37,9 @@ type fakeGateway struct {
 	checkpoints map[string]map[string]any // lease name -> the checkpoint member of its reads
 	batches     []sentBatch               // every produce request, in order
 	waits       []string                  // the wait parameter of each checkpoint read
+
+	streams []chan string // open watch streams; each gets what push sends
+	opened  chan string   // the path and Last-Event-ID of each stream opened
 }
 
 // sentBatch is what one produce request carried.
@@ -62,7 +65,7 @@ const (
 // closes it at its end, after the test's own cleanups.
 func newFakeGateway(tb testing.TB) *fakeGateway {
 	f := &fakeGateway{script: map[string][]string{}, ttls: map[string][]int64{}, tokens: map[string]int64{},
-		checkpoints: map[string]map[string]any{}}
+		checkpoints: map[string]map[string]any{}, opened: make(chan string, 1024)}
 	f.srv = httptest.NewServer(f.handler("a"))
 	f.other = httptest.NewServer(f.handler("b"))
 	if tb != nil {
@@ -106,6 +109,10 @@ func (f *fakeGateway) count(prefix string) int {
 
 func (f *fakeGateway) handler(name string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") {
+			f.serveEvents(w, r) // watch streams: not logged (watch_test.go)
+			return
+		}
 		var body struct {
 			Name    string `json:"name"`
 			Owner   string `json:"owner_id"`

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -36,6 +37,8 @@ type Server struct {
 	ready *probe.Cache
 	// fwd forwards requests to other replicas (nil: off; Forward).
 	fwd *forwarder
+	// watch relays lease events to the watch streams (nil: off; Watch).
+	watch atomic.Pointer[relay]
 }
 
 const (
@@ -69,6 +72,10 @@ func NewServer(g *Gateway, auth *Authenticator) *Server {
 	v1.DELETE("/leases/:name", s.release)
 	v1.POST("/leases/:name/records", s.produce)
 	v1.GET("/leases/:name/checkpoint", s.checkpoint)
+	// Watch streams live long: they hold a stream slot (watch.go), not an
+	// in-flight one, and read no body.
+	e.GET("/v1/leases/:name/events", s.watchLease, s.authenticate)
+	e.GET("/v1/events", s.watchPrefix, s.authenticate)
 	// The group's catch-all (echo's, for its middleware to run on every
 	// /v1 path) would answer 404 for a wrong method too.
 	v1.RouteNotFound("", s.noRoute)

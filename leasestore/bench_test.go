@@ -77,3 +77,30 @@ func BenchmarkRenewParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAcquireParallel grants distinct leases from 32 goroutines, with
+// the events' notification (migration 0007) and with its trigger
+// disabled: Postgres serialises the commits of notifying transactions, so
+// the ratio is the cost of notifying at a cold start.
+func BenchmarkAcquireParallel(b *testing.B) {
+	for _, notify := range []bool{true, false} {
+		b.Run(fmt.Sprintf("notify=%t", notify), func(b *testing.B) {
+			tb := setup(b)
+			if !notify {
+				if _, err := tb.db.Pool.Exec(tb.ctx, `ALTER TABLE lease_events DISABLE TRIGGER lease_events_notify`); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var n atomic.Int64
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := tb.store.Acquire(tb.ctx, fmt.Sprintf("bench:cold:%d", n.Add(1)), "w", time.Minute, "r", "c", ""); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

@@ -222,12 +222,7 @@ func (s *Store) Events(ctx context.Context, name string, limit int) ([]Event, er
 	if err != nil {
 		return nil, unavailable("events", err)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		err := r.Scan(&e.ID, &e.Name, &e.Kind, &e.Token, &e.OwnerID, &e.Holder,
-			&e.ProducerID, &e.ProducerEpoch, &e.ExpiresAt, &e.At)
-		return e, err
-	})
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
 	if err != nil {
 		return nil, unavailable("events", err)
 	}

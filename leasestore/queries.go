@@ -1,9 +1,10 @@
 package leasestore
 
 // Every query of the package, each named and commented with the invariant it
-// protects. Every write is one statement: the state change and its
-// lease_events row commit together or not at all, and all time is database
-// time (clock_timestamp()), never an application clock.
+// protects. Every write is one statement: a transition and its
+// lease_events row (and the row's notification, migration 0007) commit
+// together or not at all, and all time is database time
+// (clock_timestamp()), never an application clock.
 
 // qSequenceSettings reads the token sequence's settings for Verify.
 // I1: a cache above 1 or a cycling sequence can hand out a lower token later.
@@ -75,8 +76,8 @@ WITH ` + gateCTE("6") + `granted AS (
       FROM granted
      WHERE prev_token IS NOT NULL AND prev_state <> 'released'
 ), acquired AS (
-    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, at)
-    SELECT name, 'acquired', fencing_token, owner_id, holder, expires_at, granted_at
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, at, client_id)
+    SELECT name, 'acquired', fencing_token, owner_id, holder, expires_at, granted_at, client_id
       FROM granted
 )
 SELECT ` + leaseColumns + ` FROM granted`
@@ -110,8 +111,8 @@ WITH ` + gateCTE("7") + `granted AS (
        AND EXISTS (SELECT 1 FROM gate)
     RETURNING l.*
 ), ev AS (
-    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, at)
-    SELECT name, 'regenerated', fencing_token, owner_id, holder, expires_at, granted_at
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, at, client_id)
+    SELECT name, 'regenerated', fencing_token, owner_id, holder, expires_at, granted_at, client_id
       FROM granted
 )
 SELECT ` + leaseColumns + ` FROM granted`
@@ -132,14 +133,15 @@ WITH activated AS (
     RETURNING *
 ), ev AS (
     INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
-                              producer_epoch, expires_at)
+                              producer_epoch, expires_at, client_id)
     SELECT name, 'activated', fencing_token, owner_id, holder, producer_id,
-           producer_epoch, expires_at
+           producer_epoch, expires_at, client_id
       FROM activated
 )
 SELECT ` + leaseColumns + ` FROM activated`
 
-// qRenew extends an active lease.
+// qRenew extends an active lease. It writes no event: lease_events keeps
+// transitions, and the row keeps the last renewal (renewed_at).
 //
 // FM03: owner, token and expires_at > clock_timestamp() in one predicate: an
 // expired lease can never be renewed, even with the right token.
@@ -147,17 +149,11 @@ var qRenew = `
 WITH ` + gateCTE("5") + `renewed AS (
     UPDATE leases
        SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
-           ttl_ms = $4::bigint, updated_at = clock_timestamp()
+           ttl_ms = $4::bigint, updated_at = clock_timestamp(), renewed_at = clock_timestamp()
      WHERE name = $1 AND owner_id = $2 AND fencing_token = $3
        AND state = 'active' AND expires_at > clock_timestamp()
        AND EXISTS (SELECT 1 FROM gate)
     RETURNING *
-), ev AS (
-    INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
-                              producer_epoch, expires_at)
-    SELECT name, 'renewed', fencing_token, owner_id, holder, producer_id,
-           producer_epoch, expires_at
-      FROM renewed
 )
 SELECT ` + leaseColumns + ` FROM renewed`
 
@@ -173,9 +169,9 @@ WITH released AS (
     RETURNING *
 ), ev AS (
     INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
-                              producer_epoch, expires_at)
+                              producer_epoch, expires_at, client_id)
     SELECT name, 'released', fencing_token, owner_id, holder, producer_id,
-           producer_epoch, expires_at
+           producer_epoch, expires_at, client_id
       FROM released
 )
 SELECT ` + leaseColumns + ` FROM released`
@@ -191,8 +187,8 @@ WITH abandoned AS (
      WHERE name = $1 AND fencing_token = $2 AND state = 'pending'
     RETURNING *
 ), ev AS (
-    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at)
-    SELECT name, 'abandoned', fencing_token, owner_id, holder, expires_at
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, client_id)
+    SELECT name, 'abandoned', fencing_token, owner_id, holder, expires_at, client_id
       FROM abandoned
 )
 SELECT ` + leaseColumns + ` FROM abandoned`
@@ -216,11 +212,56 @@ const qList = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
 const qListFrom = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
  WHERE name ~>=~ $1 AND name ~>~ $2 ORDER BY name USING ~<~ LIMIT $3`
 
+// eventColumns is the column list every query returns for an Event.
+const eventColumns = `id, name, kind, token, owner_id, holder, COALESCE(producer_id, -1),
+       COALESCE(producer_epoch, -1), expires_at, at, COALESCE(client_id, '')`
+
 // qEvents returns the newest events of a lease, newest first.
-const qEvents = `
-SELECT id, name, kind, token, owner_id, holder, COALESCE(producer_id, -1),
-       COALESCE(producer_epoch, -1), expires_at, at
+const qEvents = `SELECT ` + eventColumns + `
   FROM lease_events WHERE name = $1 ORDER BY id DESC LIMIT $2`
+
+// qEventsAfter reads the events after id $1 in id order, at most $2, with
+// the bounds of the statement's snapshot: the relay's read. Event ids are
+// allocated in order (CACHE 1) but may commit out of order, so a missing
+// id is either in flight or rolled back; EventsAfter's caller tells which
+// from the snapshots (gateway/watch.go, settled).
+const qEventsAfter = `
+SELECT ` + eventColumns + `, pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
+       pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+  FROM lease_events WHERE id > $1 ORDER BY id LIMIT $2`
+
+// qSnapshot is the bounds of the current snapshot: transactions below
+// xmin are all finished (gateway/watch.go, settled).
+const qSnapshot = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
+
+// qEventsRange reads the events in ids ($1, $2] of names in [$3, $4) (a
+// prefix's range, as qList), in id order, at most $5: a watch stream's
+// catch-up, below the relay's cursor, where no id is in flight any more.
+const qEventsRange = `SELECT ` + eventColumns + ` FROM lease_events
+ WHERE id > $1 AND id <= $2 AND name ~>=~ $3 AND name ~<~ $4 ORDER BY id LIMIT $5`
+
+// qEventsRangeFrom is qEventsRange for a prefix with no upper bound.
+const qEventsRangeFrom = `SELECT ` + eventColumns + ` FROM lease_events
+ WHERE id > $1 AND id <= $2 AND name ~>=~ $3 ORDER BY id LIMIT $4`
+
+// qLastEventID is the newest event id (0: none), where a relay starts,
+// and its snapshot's xmax: the events in flight then are settled once a
+// snapshot's xmin reaches it.
+const qLastEventID = `SELECT COALESCE(max(id), 0), pg_snapshot_xmax(pg_current_snapshot())::text::bigint
+  FROM lease_events`
+
+// qPruneEvents deletes up to $2 events older than $1 milliseconds
+// (database time), the oldest first; the caller repeats until none is
+// left, so no statement holds many row locks or a long transaction.
+const qPruneEvents = `
+DELETE FROM lease_events WHERE id IN (
+    SELECT id FROM lease_events
+     WHERE at < clock_timestamp() - $1::bigint * interval '1 millisecond'
+     ORDER BY at LIMIT $2)`
+
+// qListen subscribes the relay's connection to the notifications the
+// lease_events trigger sends (migration 0007).
+const qListen = `LISTEN fencegate_lease_events`
 
 // qPing checks that the database answers.
 const qPing = `SELECT 1`

@@ -72,6 +72,9 @@ type Event struct {
 	ProducerEpoch int16
 	ExpiresAt     time.Time
 	At            time.Time
+	// Client is the API client of the generation the event is about ("":
+	// not recorded, before migration 0007, or a superseded generation).
+	Client string
 }
 
 // Defaults of Config, also the defaults of `fencegate serve --min-ttl` and

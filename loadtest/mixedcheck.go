@@ -190,11 +190,17 @@ func checkACL(a report.ACLStep) report.Invariant {
 	return inv
 }
 
-// leaseEvents are the grants and renewals of the run's leases.
+// leaseEvents are the grants of the run's leases and the last renewal of
+// each (renewals write no event, the lease row keeps the last: a renewal
+// after gated makes the last one later than gated).
 func (m *mixedRun) leaseEvents(ctx context.Context) ([]leaseEvent, error) {
-	rows, err := m.r.stack.Pool.Query(ctx, `SELECT coalesce(l.client_id, ''), e.kind, e.at
-		FROM lease_events e JOIN leases l ON l.name = e.name
-		WHERE e.kind IN ('acquired', 'regenerated', 'renewed') ORDER BY e.id`)
+	rows, err := m.r.stack.Pool.Query(ctx, `SELECT client, kind, at FROM (
+		SELECT coalesce(l.client_id, '') AS client, e.kind, e.at
+		  FROM lease_events e JOIN leases l ON l.name = e.name
+		 WHERE e.kind IN ('acquired', 'regenerated')
+		UNION ALL
+		SELECT coalesce(client_id, ''), 'renewed', renewed_at FROM leases WHERE renewed_at IS NOT NULL) ev
+		ORDER BY at`)
 	if err != nil {
 		return nil, err
 	}

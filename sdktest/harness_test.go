@@ -175,8 +175,10 @@ func (lb *balancer) setRoute(route func(*http.Request) *replica) { lb.route.Stor
 // newClient is a worker talking to base.
 func newClient(t testing.TB, base, owner string, mod func(*client.Config)) *client.Client {
 	t.Helper()
+	// Watch streams off unless a test turns them on (watch_test.go): the
+	// replicas here relay no events unless asked.
 	cfg := client.Config{BaseURL: base, Token: token, Owner: owner, TTL: 3 * time.Second, RenewEvery: 300 * time.Millisecond,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, DisableWatch: true}
 	if mod != nil {
 		mod(&cfg)
 	}

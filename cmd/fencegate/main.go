@@ -34,7 +34,7 @@ func commands() map[string]command {
 		"migrate":     {"apply the embedded database migrations", runMigrate},
 		"serve":       {"run the gateway", runServe},
 		"loadtest":    {"load and fault harness with invariant checks and baselines", runLoadtest},
-		"leases":      {"operator view: leases list [--prefix P] | leases show NAME (leases -h)", runLeases},
+		"leases":      {"operator view: leases list [--prefix P] | show NAME | watch [--prefix P] | prune-events (leases -h)", runLeases},
 		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
 		"ledger":      {"ledger prune [--older-than AGE] [--dry-run]: delete ledger rows past the retention (ledger -h)", runLedger},
 		"rollout":     {"rollout status [PATTERN] | observe|gate|enforce PATTERN: move a route's fleet onto the gateway (rollout -h)", runRollout},

@@ -227,6 +227,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	}
 	srv := gateway.NewServer(g, auth)
 	srv.Limit(f.http)
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	srv.Watch(wctx, store, gateway.WatchConfig{WriteTimeout: f.http.WriteTimeout})
 	srv.Metrics(metricsHandler)
 	if err := f.forwarding(srv, log); err != nil {
 		return err
@@ -243,7 +246,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		dctx, cancel := context.WithTimeout(context.Background(), f.drainTimeout)
 		defer cancel()
 		start := time.Now()
-		log.Info("draining", "replica", f.replica, "sessions", g.Sessions())
+		log.Info("draining", "replica", f.replica, "sessions", g.Sessions(), "watch_streams", srv.DrainStreams())
 		if err := g.Drain(dctx); err != nil {
 			log.Warn("drain: leaving the replica registry failed; other replicas answer 421 until its heartbeat is stale", "error", err)
 		}

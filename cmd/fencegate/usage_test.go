@@ -11,7 +11,7 @@ import (
 // subcommands are the commands whose -h lists subcommands rather than
 // flags, and those subcommands.
 var subcommands = map[string][]string{
-	"leases":  {"list", "show"},
+	"leases":  {"list", "show", "watch", "prune-events"},
 	"ledger":  {"prune"},
 	"routes":  {"set-partitions"},
 	"rollout": {"status", "observe", "gate", "enforce"},

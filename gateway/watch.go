@@ -1,0 +1,682 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/fencegate/fencegate/leasestore"
+)
+
+// Watch streams (docs/api.md, "Watching leases"; docs/design.md,
+// "Revocation notices"): lease_events is the outbox, each replica's relay
+// reads it by id when Postgres notifies it (one listening connection per
+// replica) and hands each event to the streams that watch its name. A
+// notice is never a safety signal: the fences hold without any, and a
+// lost or late one costs only the time until the next renewal.
+
+// EventSource is what the watch streams need of the lease store.
+type EventSource interface {
+	EventsAfter(ctx context.Context, after int64, limit int) (leasestore.EventRead, error)
+	EventsRange(ctx context.Context, prefix string, after, upto int64, limit int) ([]leasestore.Event, error)
+	LastEventID(ctx context.Context) (int64, uint64, error)
+	SnapshotXmin(ctx context.Context) (uint64, error)
+	Listen(ctx context.Context, notified func()) error
+}
+
+var _ EventSource = (*leasestore.Store)(nil)
+
+// Defaults of WatchConfig.
+const (
+	// DefaultMaxStreams bounds the watch streams of a replica,
+	// DefaultMaxStreamsPerClient those of one API client (429 beyond):
+	// the SDK opens one per lease it holds.
+	DefaultMaxStreams          = 10000
+	DefaultMaxStreamsPerClient = 5000
+	// DefaultHeartbeat is the time between heartbeat comments of an idle
+	// stream: below the idle timeouts of common proxies (60s).
+	DefaultHeartbeat = 15 * time.Second
+	// DefaultWatchPoll is how often the relay reads the outbox without a
+	// notification: the bound on a notice's delay while the listening
+	// connection is down.
+	DefaultWatchPoll = time.Second
+	// DefaultStreamBuffer is how many events a stream may fall behind the
+	// relay before it reads them from the outbox itself.
+	DefaultStreamBuffer = 256
+)
+
+// WatchConfig of the watch streams. Zero fields take the defaults.
+type WatchConfig struct {
+	MaxStreams          int
+	MaxStreamsPerClient int
+	Heartbeat           time.Duration
+	Poll                time.Duration
+	Buffer              int
+	// WriteTimeout bounds each write of a stream (an event, a heartbeat),
+	// not the stream: a stream lives as long as its client reads, and a
+	// client that stops reading is cut after WriteTimeout (default
+	// ServerConfig's WriteTimeout default, 2m; serve passes
+	// --write-timeout).
+	WriteTimeout time.Duration
+}
+
+func (c *WatchConfig) fill() {
+	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
+	c.MaxStreamsPerClient = cmp.Or(c.MaxStreamsPerClient, DefaultMaxStreamsPerClient)
+	c.Heartbeat = cmp.Or(c.Heartbeat, DefaultHeartbeat)
+	c.Poll = cmp.Or(c.Poll, DefaultWatchPoll)
+	c.Buffer = cmp.Or(c.Buffer, DefaultStreamBuffer)
+	if c.WriteTimeout == 0 {
+		var sc ServerConfig
+		sc.fill()
+		c.WriteTimeout = sc.WriteTimeout
+	}
+}
+
+// relayBatch is how many events one relay read takes.
+const relayBatch = 1000
+
+// settleRetry is how soon the relay reads again while an id below the
+// newest is missing (in flight or rolled back).
+const settleRetry = 10 * time.Millisecond
+
+// listenRetry is the wait before the relay listens again after its
+// connection failed (at most the poll interval).
+const listenRetry = 200 * time.Millisecond
+
+// relay hands the outbox's events, in id order, each once, to the
+// subscriptions that match it.
+type relay struct {
+	src EventSource
+	cfg WatchConfig
+	log *slog.Logger
+
+	wake  chan struct{} // a notification came (capacity 1)
+	ready chan struct{} // closed once the cursor is set and settled
+
+	mu     sync.Mutex
+	cursor int64 // every event up to it was handed out (or never committed)
+	// gapEnd and gapXmax: ids below gapEnd missing from a read whose
+	// snapshot's xmax was gapXmax are settled once a read's xmin reaches
+	// gapXmax (leasestore.EventsAfter). gapXmax 0: no gap.
+	gapEnd  int64
+	gapXmax uint64
+	byName  map[string]map[*sub]struct{}
+	prefix  map[*sub]struct{}
+	streams map[string]int // by client
+	total   int
+	closing bool
+	subs    map[*sub]struct{} // every subscription, for the drain
+}
+
+// sub is one stream's subscription: events matching it, in id order.
+type sub struct {
+	name   string // exact name, or "" for a prefix
+	prefix string
+	events chan *leasestore.Event // shared by the subscriptions: read only
+	lagged chan struct{}          // closed when events overflowed: read the outbox
+	closed chan struct{}          // closed by the drain
+}
+
+func (s *sub) matches(name string) bool {
+	if s.name != "" {
+		return s.name == name
+	}
+	return strings.HasPrefix(name, s.prefix)
+}
+
+func newRelay(src EventSource, cfg WatchConfig, log *slog.Logger) *relay {
+	return &relay{src: src, cfg: cfg, log: log, wake: make(chan struct{}, 1), ready: make(chan struct{}),
+		byName: map[string]map[*sub]struct{}{}, prefix: map[*sub]struct{}{}, streams: map[string]int{},
+		subs: map[*sub]struct{}{}}
+}
+
+func (r *relay) notified() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run starts at the newest event and relays until ctx ends.
+func (r *relay) run(ctx context.Context) {
+	if err := r.start(ctx); err != nil {
+		return
+	}
+	go r.listen(ctx)
+	t := time.NewTimer(r.cfg.Poll)
+	defer t.Stop()
+	for {
+		wait := r.cfg.Poll
+		blocked, err := r.readAll(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("watch relay: reading lease_events failed", "error", err)
+		case blocked:
+			wait = settleRetry
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// start sets the cursor to the newest event and waits until every event
+// in flight below it is settled: no stream exists before ready, and one
+// resuming below the cursor reads those events from the outbox.
+func (r *relay) start(ctx context.Context) error {
+	for {
+		id, xmax, err := r.src.LastEventID(ctx)
+		if err == nil {
+			err = r.settle(ctx, xmax)
+		}
+		if err == nil {
+			r.mu.Lock()
+			r.cursor = id
+			r.mu.Unlock()
+			close(r.ready)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.log.Warn("watch relay: starting failed, retrying", "error", err)
+		if sleepCtx(ctx, r.cfg.Poll) != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// settle waits until every transaction below xmax has finished.
+func (r *relay) settle(ctx context.Context, xmax uint64) error {
+	for {
+		xmin, err := r.src.SnapshotXmin(ctx)
+		if err != nil || xmin >= xmax {
+			return err
+		}
+		if err := sleepCtx(ctx, settleRetry); err != nil {
+			return err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// listen keeps one listening connection, reconnecting after a failure;
+// every (re)connection wakes the relay, which catches up by id.
+func (r *relay) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := r.src.Listen(ctx, r.notified)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("watch relay: the listening connection failed; reconnecting (events are read every poll interval meanwhile)", "error", err)
+		_ = sleepCtx(ctx, min(listenRetry, r.cfg.Poll))
+	}
+}
+
+// readAll hands out every settled event after the cursor; blocked says a
+// missing id holds back those after it.
+func (r *relay) readAll(ctx context.Context) (blocked bool, err error) {
+	for {
+		r.mu.Lock()
+		after := r.cursor
+		r.mu.Unlock()
+		rd, err := r.src.EventsAfter(ctx, after, relayBatch)
+		if err != nil {
+			return false, err
+		}
+		if r.apply(rd) {
+			return true, nil
+		}
+		if len(rd.Events) < relayBatch {
+			return false, nil
+		}
+	}
+}
+
+// apply hands out rd's events in id order from the cursor on and reports
+// whether a missing id that may still commit stopped it. An id is
+// skipped only once settled: its transaction finished without it.
+func (r *relay) apply(rd leasestore.EventRead) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range rd.Events {
+		if e.ID <= r.cursor {
+			continue
+		}
+		if e.ID > r.cursor+1 {
+			if r.gapXmax == 0 || e.ID > r.gapEnd {
+				r.gapEnd, r.gapXmax = e.ID, rd.Xmax
+				return true
+			}
+			if rd.Xmin < r.gapXmax {
+				return true
+			}
+		}
+		r.deliverLocked(e)
+		r.cursor = e.ID
+		if r.cursor >= r.gapEnd {
+			r.gapXmax = 0
+		}
+	}
+	return false
+}
+
+func (r *relay) deliverLocked(ev leasestore.Event) {
+	e := &ev
+	for s := range r.byName[e.Name] {
+		r.sendLocked(s, e)
+	}
+	for s := range r.prefix {
+		if s.matches(e.Name) {
+			r.sendLocked(s, e)
+		}
+	}
+}
+
+// sendLocked queues e for s; a stream too far behind is unsubscribed and
+// told (lagged) to read the outbox from its last event.
+func (r *relay) sendLocked(s *sub, e *leasestore.Event) {
+	select {
+	case s.events <- e:
+	default:
+		r.unsubscribeLocked(s)
+		close(s.lagged)
+	}
+}
+
+// readyWait bounds how long a stream waits for a relay starting.
+const readyWait = 5 * time.Second
+
+// waitReady waits until the relay started (at most readyWait).
+func (r *relay) waitReady(ctx context.Context) *Error {
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-r.ready:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return errorf(CodeStoreUnavailable, "the watch relay has not started (Postgres unreachable?); retry later")
+}
+
+// errStreams is the 429 of a stream beyond a cap.
+func errStreams(what string, n int) *Error {
+	return errorf(CodeTooManyRequests, "%d watch streams are open %s; retry later", n, what)
+}
+
+// admit counts a new stream of client, or refuses it (429, draining).
+func (r *relay) admit(client string) (func(), *Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closing:
+		return nil, errDraining()
+	case r.total >= r.cfg.MaxStreams:
+		return nil, errStreams("on this replica", r.total)
+	case r.streams[client] >= r.cfg.MaxStreamsPerClient:
+		return nil, errStreams("for this client", r.streams[client])
+	}
+	r.total++
+	r.streams[client]++
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.total--
+		if r.streams[client]--; r.streams[client] == 0 {
+			delete(r.streams, client)
+		}
+	}, nil
+}
+
+// subscribe registers a subscription and returns it with the cursor at
+// that moment: every later event reaches it, every earlier one is in the
+// outbox.
+func (r *relay) subscribe(name, prefix string) (*sub, int64) {
+	s := &sub{name: name, prefix: prefix, events: make(chan *leasestore.Event, r.cfg.Buffer),
+		lagged: make(chan struct{}), closed: make(chan struct{})}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		close(s.closed)
+		return s, r.cursor
+	}
+	if name != "" {
+		if r.byName[name] == nil {
+			r.byName[name] = map[*sub]struct{}{}
+		}
+		r.byName[name][s] = struct{}{}
+	} else {
+		r.prefix[s] = struct{}{}
+	}
+	r.subs[s] = struct{}{}
+	return s, r.cursor
+}
+
+func (r *relay) unsubscribe(s *sub) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unsubscribeLocked(s)
+}
+
+func (r *relay) unsubscribeLocked(s *sub) {
+	if _, ok := r.subs[s]; !ok {
+		return
+	}
+	delete(r.subs, s)
+	if s.name != "" {
+		delete(r.byName[s.name], s)
+		if len(r.byName[s.name]) == 0 {
+			delete(r.byName, s.name)
+		}
+	} else {
+		delete(r.prefix, s)
+	}
+}
+
+// drain refuses new streams and ends every open one; it returns how many
+// it ended.
+func (r *relay) drain() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closing = true
+	n := r.total
+	for s := range r.subs {
+		r.unsubscribeLocked(s)
+		close(s.closed)
+	}
+	return n
+}
+
+// Watch turns on the watch streams (GET /v1/leases/{name}/events, GET
+// /v1/events) on src's events and starts this replica's relay, which runs
+// until ctx ends. Without it the streams answer not_found.
+func (s *Server) Watch(ctx context.Context, src EventSource, cfg WatchConfig) {
+	cfg.fill()
+	r := newRelay(src, cfg, s.log)
+	s.watch.Store(r)
+	go r.run(ctx)
+}
+
+// DrainStreams ends every watch stream of this replica, cleanly (each
+// response ends; the client resumes elsewhere with Last-Event-ID), and
+// refuses new ones (draining). It returns how many it ended.
+func (s *Server) DrainStreams() int {
+	if r := s.watch.Load(); r != nil {
+		return r.drain()
+	}
+	return 0
+}
+
+// WatchStreams returns the number of watch streams open on this replica.
+func (s *Server) WatchStreams() int {
+	r := s.watch.Load()
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
+// WatchEvent is the data of one event of a watch stream.
+type WatchEvent struct {
+	ID      int64  `json:"id"`
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	OwnerID string `json:"owner_id"`
+	// Token is left out for a client that may not act for the
+	// generation's client (FM38), as in the lease view.
+	Token         int64     `json:"token,omitempty"`
+	Holder        string    `json:"holder"`
+	ProducerID    int64     `json:"producer_id"`
+	ProducerEpoch int16     `json:"producer_epoch"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	At            time.Time `json:"at"`
+}
+
+func watchEventOf(e leasestore.Event, cl *Client) WatchEvent {
+	w := WatchEvent{ID: e.ID, Name: e.Name, Kind: e.Kind, OwnerID: e.OwnerID, Holder: e.Holder,
+		ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, ExpiresAt: e.ExpiresAt, At: e.At}
+	if cl.actsFor(e.Client) {
+		w.Token = e.Token
+	}
+	return w
+}
+
+// watchLease serves GET /v1/leases/{name}/events.
+func (s *Server) watchLease(c echo.Context) error {
+	name, err := leaseParam(c)
+	if err != nil {
+		return err
+	}
+	return s.stream(c, name, name)
+}
+
+// watchPrefix serves GET /v1/events?prefix=: the events of every lease
+// under prefix that the client may take (the others are left out, as in
+// a listing).
+func (s *Server) watchPrefix(c echo.Context) error {
+	prefix := c.QueryParam("prefix")
+	if err := leasestore.CheckListArgs(prefix, ""); err != nil {
+		return errorf(CodeInvalidRequest, "%v", err)
+	}
+	return s.stream(c, "", prefix)
+}
+
+// stream serves one watch stream of name (exact) or prefix.
+func (s *Server) stream(c echo.Context, name, prefix string) error {
+	r := s.watch.Load()
+	if r == nil {
+		return errorf(CodeNotFound, "watch streams are not served by this replica")
+	}
+	if s.g.draining.Load() {
+		return errDraining()
+	}
+	last, lerr := lastEventID(c.Request().Header.Get("Last-Event-ID"))
+	if lerr != nil {
+		return lerr
+	}
+	if err := r.waitReady(c.Request().Context()); err != nil {
+		return err
+	}
+	cl := client(c)
+	done, aerr := r.admit(cl.Name)
+	if aerr != nil {
+		return aerr
+	}
+	defer done()
+	w := &sseWriter{c: c, rc: http.NewResponseController(c.Response().Writer), timeout: r.cfg.WriteTimeout}
+	st := &watchStream{r: r, w: w, cl: cl, name: name, prefix: prefix, last: last}
+	return st.serve(c.Request().Context())
+}
+
+// lastEventID reads the Last-Event-ID header: -1 when absent (start at
+// the relay's cursor).
+func lastEventID(v string) (int64, *Error) {
+	if v == "" {
+		return -1, nil
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id < 0 {
+		return 0, errorf(CodeInvalidRequest, "Last-Event-ID must be an event id (a non-negative integer), got %q", v)
+	}
+	return id, nil
+}
+
+// watchStream is one stream's state: the last event id it sent.
+type watchStream struct {
+	r            *relay
+	w            *sseWriter
+	cl           *Client
+	name, prefix string
+	last         int64
+}
+
+// errStreamDrained ends a stream on drain.
+var errStreamDrained = errors.New("drained")
+
+func (st *watchStream) serve(ctx context.Context) error {
+	// Subscribed before the first byte: a client that saw the stream open
+	// misses no event after it.
+	sb, upto := st.r.subscribe(st.name, st.prefix)
+	defer func() { st.r.unsubscribe(sb) }()
+	if err := st.w.open(); err != nil {
+		return nil
+	}
+	beat := time.NewTicker(st.r.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		if err := st.catchUp(ctx, upto); err != nil {
+			return st.end(err)
+		}
+		if err := st.follow(ctx, sb, beat.C); err != nil {
+			return st.end(err)
+		}
+		// lagged: subscribe again and read what was missed from the
+		// outbox, then follow again.
+		st.r.unsubscribe(sb)
+		sb, upto = st.r.subscribe(st.name, st.prefix)
+	}
+}
+
+// end is the stream's end: a drain says so in a comment; a client gone or
+// a write cut by the timeout has nobody to tell.
+func (st *watchStream) end(err error) error {
+	if errors.Is(err, errStreamDrained) {
+		_ = st.w.comment("draining")
+	}
+	return nil
+}
+
+// catchUp sends the events of the outbox between the stream's last event
+// and upto, the relay's cursor when the stream subscribed: together with
+// those queued for the subscription, every event after last, once.
+func (st *watchStream) catchUp(ctx context.Context, upto int64) error {
+	if st.last < 0 {
+		st.last = upto
+	}
+	for st.last < upto {
+		evs, err := st.r.src.EventsRange(ctx, st.prefix, st.last, upto, relayBatch)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if err := st.send(e); err != nil {
+				return err
+			}
+		}
+		if len(evs) < relayBatch {
+			st.last = upto
+		}
+	}
+	return nil
+}
+
+// follow sends sb's events and heartbeats until the client goes, a write
+// fails, the drain, or sb lagged (nil).
+func (st *watchStream) follow(ctx context.Context, sb *sub, beat <-chan time.Time) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sb.closed:
+			return errStreamDrained
+		case e := <-sb.events:
+			if err := st.send(*e); err != nil {
+				return err
+			}
+		case <-sb.lagged:
+			// Send what is queued; the outbox has the rest.
+			for {
+				select {
+				case e := <-sb.events:
+					if err := st.send(*e); err != nil {
+						return err
+					}
+					continue
+				default:
+				}
+				return nil
+			}
+		case <-beat:
+			if err := st.w.comment("heartbeat"); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// send writes e if the stream has not sent it and the client may see it.
+func (st *watchStream) send(e leasestore.Event) error {
+	if e.ID <= st.last {
+		return nil
+	}
+	st.last = e.ID
+	if (st.name != "" && e.Name != st.name) || st.cl.authorize(e.Name) != nil {
+		return nil
+	}
+	return st.w.event(e.ID, e.Kind, watchEventOf(e, st.cl))
+}
+
+// sseWriter writes Server-Sent Events, each flushed at once and bounded
+// by its own write deadline instead of the server's WriteTimeout.
+type sseWriter struct {
+	c       echo.Context
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (w *sseWriter) open() error {
+	h := w.c.Response().Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set(echo.HeaderCacheControl, "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies: pass each event on at once
+	w.c.Response().WriteHeader(http.StatusOK)
+	return w.write(": watching\n\n")
+}
+
+func (w *sseWriter) event(id int64, kind string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	return w.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", id, kind, b))
+}
+
+func (w *sseWriter) comment(text string) error { return w.write(": " + text + "\n\n") }
+
+func (w *sseWriter) write(s string) error {
+	if err := w.rc.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := w.c.Response().Write([]byte(s)); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}
