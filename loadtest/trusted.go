@@ -15,13 +15,15 @@ import (
 
 // killMaterializer kills the materializer child and restarts it (FM54).
 func (r *runner) killMaterializer(ctx context.Context) {
-	if err := r.stack.KillMaterializer(ctx); err != nil {
-		if ctx.Err() == nil {
-			r.st.errors.Add(1)
-		}
-		return
+	err := r.stack.KillMaterializer(ctx)
+	if err != nil && ctx.Err() == nil {
+		r.opts.Logger.Error("materializer kill and restart", "error", err)
 	}
-	r.matKills.Add(1)
+	if r.stack.MaterializerRunning() {
+		r.matKills.Add(1)
+	} else if ctx.Err() == nil {
+		r.st.errors.Add(1)
+	}
 }
 
 // trustedRecord is one record of the trusted topic, by its provenance.

@@ -14,7 +14,7 @@ import (
 
 // TestTrustedUnderMaterializerKillsShort: `loadtest --separate-processes
 // --trusted --kill-materializer-every` in short form: the materializer
-// child (both sinks) is killed with SIGKILL every 3 s under load with
+// child (both sinks) is killed with SIGKILL every 4 s under load with
 // forced handovers and restarted; the trusted topic holds every
 // acknowledged batch once, equals the ledger record for record, in order
 // (FM54), and so does the ledger.
@@ -33,9 +33,9 @@ func TestTrustedUnderMaterializerKillsShort(t *testing.T) {
 	defer stk.Close()
 	sc := loadtest.Defaults()
 	sc.Leases, sc.WorkersPerLease, sc.BatchSize, sc.RecordSize = 4, 1, 20, 256
-	sc.Duration, sc.TTL, sc.Rate = 12*time.Second, 3*time.Second, 20
+	sc.Duration, sc.TTL, sc.Rate = 14*time.Second, 3*time.Second, 20
 	sc.FreezeEvery, sc.ChurnEvery, sc.Direct, sc.Naive = 0, 2*time.Second, false, false
-	sc.KillMaterializerEvery = 3 * time.Second
+	sc.KillMaterializerEvery = 4 * time.Second
 	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)

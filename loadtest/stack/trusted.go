@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"syscall"
 
@@ -56,21 +57,37 @@ func (s *Stack) startTrusted(ctx context.Context, m *materializer.Materializer, 
 // same flags, waiting for its readiness: a crashed materializer restarted
 // by its service manager.
 func (s *Stack) KillMaterializer(ctx context.Context) error {
-	if s.separate == nil || s.separate.mat == nil {
+	if s.separate == nil {
 		return errors.New("no materializer child to kill")
 	}
+	s.separate.matMu.Lock()
 	old := s.separate.mat
+	s.separate.mat = nil
+	s.separate.matMu.Unlock()
+	if old == nil {
+		return errors.New("no materializer child to kill")
+	}
 	if err := syscall.Kill(old.pid(), syscall.SIGKILL); err != nil {
 		return err
 	}
 	_ = old.cmd.Wait()
-	mat, err := startMaterializerChild(ctx, s, s.separate.exe, s.separate.cfg)
-	if err != nil {
-		return err
+	// As a service manager would: start it again until it is ready (a
+	// loaded machine can make one start miss its readiness deadline;
+	// without a materializer nothing would ever catch up).
+	var errs []error
+	for attempt := 0; attempt < restartAttempts && ctx.Err() == nil; attempt++ {
+		mat, err := startMaterializerChild(ctx, s, s.separate.exe, s.separate.cfg)
+		if err == nil {
+			s.separate.setMat(mat)
+			return errors.Join(errs...) // the failed starts, if any, for the log
+		}
+		errs = append(errs, err)
 	}
-	s.separate.setMat(mat)
-	return nil
+	return fmt.Errorf("the materializer child did not start again: %w", errors.Join(errs...))
 }
+
+// restartAttempts bounds KillMaterializer's starts of the new child.
+const restartAttempts = 5
 
 // TrustedOffsets are the trusted sink's committed offsets of the lease
 // topic, per partition (stable offsets only: none of an open
@@ -105,4 +122,10 @@ func (s *Stack) TrustedOffsets(ctx context.Context) (map[int32]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// MaterializerRunning reports whether a materializer child is running
+// (separate processes).
+func (s *Stack) MaterializerRunning() bool {
+	return s.separate != nil && s.separate.matPID() > 0
 }
