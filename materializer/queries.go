@@ -1,5 +1,7 @@
 package materializer
 
+import "strings"
+
 // Every query of the materializer, named and commented with the rule it
 // protects. All run inside the one transaction that applies a chunk of one
 // partition's records.
@@ -193,47 +195,29 @@ const qPrunePartitions = `SELECT topic, partition FROM consumer_positions ORDER 
 // rows, deleted by a range of the primary key (a join to the batch could
 // be planned as a scan of the table per row). The range holds no other
 // rows: new rows of the partition come after every row it has.
-const qPruneAccepted = `
-WITH a AS (
-    SELECT "offset", accepted_at < $4 AS old FROM accepted_records
-     WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
-), d AS (
-    DELETE FROM accepted_records
-     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
-       AND accepted_at < $4 AND NOT $6
-    RETURNING 1
-)
-SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
-       (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
-       coalesce((SELECT max("offset") FROM a), -1)`
+var qPruneAccepted = pruneQuery("accepted_records", "accepted_at")
 
 // qPruneRejected is qPruneAccepted for refusal receipts (FM15 keeps
 // them for the retention, not forever).
-const qPruneRejected = `
-WITH a AS (
-    SELECT "offset", rejected_at < $4 AS old FROM rejected_records
-     WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
-), d AS (
-    DELETE FROM rejected_records
-     WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
-       AND rejected_at < $4 AND NOT $6
-    RETURNING 1
-)
-SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
-       (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
-       coalesce((SELECT max("offset") FROM a), -1)`
+var qPruneRejected = pruneQuery("rejected_records", "rejected_at")
 
 // qPruneKept is qPruneAccepted for the records a rollout kept (FM21).
-const qPruneKept = `
+var qPruneKept = pruneQuery("kept_records", "kept_at")
+
+// pruneQuery is the prune statement of one record table whose rows are
+// timed by column at (both the package's own names, never input).
+func pruneQuery(table, at string) string {
+	return strings.NewReplacer("{table}", table, "{at}", at).Replace(`
 WITH a AS (
-    SELECT "offset", kept_at < $4 AS old FROM kept_records
+    SELECT "offset", {at} < $4 AS old FROM {table}
      WHERE topic = $1 AND partition = $2 AND "offset" >= $3 ORDER BY "offset" LIMIT $5
 ), d AS (
-    DELETE FROM kept_records
+    DELETE FROM {table}
      WHERE topic = $1 AND partition = $2 AND "offset" BETWEEN $3 AND (SELECT max("offset") FROM a)
-       AND kept_at < $4 AND NOT $6
+       AND {at} < $4 AND NOT $6
     RETURNING 1
 )
 SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*) FROM d) END,
        (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
-       coalesce((SELECT max("offset") FROM a), -1)`
+       coalesce((SELECT max("offset") FROM a), -1)`)
+}
