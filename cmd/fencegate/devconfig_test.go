@@ -2,12 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestDevConfigFilesAgree: the development file built into the binary is
@@ -31,26 +29,10 @@ func TestDevConfigFilesAgree(t *testing.T) {
 func TestDevRunsOutsideTheRepository(t *testing.T) {
 	dbURL := newDevDatabaseURL(t)
 	t.Chdir(t.TempDir())
-	listen := freeAddr(t)
-	args := []string{"dev", "--database-url", dbURL, "--listen", listen,
-		"--kafka-listen", freeAddr(t), "--materializer-listen", freeAddr(t)}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	var stderr syncBuffer
-	go func() { done <- run(ctx, args, &bytes.Buffer{}, &stderr) }()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(60 * time.Second)
-	for !gatewayReady(listen) {
-		select {
-		case code := <-done:
-			t.Fatalf("dev stopped with exit %d:\n%s", code, stderr.String())
-		case <-deadline:
-			t.Fatalf("dev not ready within 60s:\n%s", stderr.String())
-		case <-tick.C:
-		}
-	}
+	listen, stop := startDev(t, func() []string {
+		return []string{"dev", "--database-url", dbURL, "--listen", freeAddr(t),
+			"--kafka-listen", freeAddr(t), "--materializer-listen", freeAddr(t)}
+	})
 	req, _ := http.NewRequest("POST", "http://"+listen+"/v1/leases",
 		bytes.NewReader([]byte(`{"name":"shard:7","owner_id":"w","ttl_ms":10000}`)))
 	req.Header.Set("Authorization", "Bearer "+devToken)
@@ -62,9 +44,8 @@ func TestDevRunsOutsideTheRepository(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("acquire of shard:7 with dev-token on the built-in file: %d", resp.StatusCode)
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("dev exited %d after cancel:\n%s", code, stderr.String())
+	if code := stop(); code != 0 {
+		t.Fatalf("dev exited %d after cancel", code)
 	}
 }
 

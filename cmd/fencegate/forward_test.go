@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,9 +67,14 @@ func TestFM45_ServeRefusesPublicReplicaCredentials(t *testing.T) {
 func TestDevJoinForwards(t *testing.T) {
 	t.Parallel()
 	dbURL := newDevDatabaseURL(t)
-	first, second, kafka := freeAddr(t), freeAddr(t), freeAddr(t)
-	startDev(t, "dev", "--database-url", dbURL, "--listen", first, "--kafka-listen", kafka, "--materializer-listen", freeAddr(t))
-	startDev(t, "dev", "--join", "--database-url", dbURL, "--listen", second, "--kafka-listen", kafka)
+	var kafka string
+	first, _ := startDev(t, func() []string {
+		kafka = freeAddr(t)
+		return []string{"dev", "--database-url", dbURL, "--listen", freeAddr(t), "--kafka-listen", kafka, "--materializer-listen", freeAddr(t)}
+	})
+	second, _ := startDev(t, func() []string {
+		return []string{"dev", "--join", "--database-url", dbURL, "--listen", freeAddr(t), "--kafka-listen", kafka}
+	})
 	for i, at := range []struct{ acquire, write string }{{first, second}, {second, first}} {
 		name := fmt.Sprintf("shard:%d", 70+i)
 		var grant struct{ Token int64 }
@@ -78,34 +85,69 @@ func TestDevJoinForwards(t *testing.T) {
 	}
 }
 
-// startDev runs the fencegate command args until the test ends and waits
-// for its gateway at --listen to be ready.
-func startDev(t *testing.T, args ...string) {
+// startDev runs the fencegate command mkArgs builds until the test ends
+// and waits for its gateway at --listen to be ready; it returns that
+// address and stop, which ends the command and returns its exit code.
+// The addresses come from freeAddr, so another process may take one
+// before the command binds it: a command that stops on "address already
+// in use" is started again with the arguments mkArgs builds next (up to
+// three times).
+func startDev(t *testing.T, mkArgs func() []string) (listen string, stop func() int) {
 	t.Helper()
-	listen := args[len(args)-1]
-	for i, a := range args {
-		if a == "--listen" {
-			listen = args[i+1]
+	for attempt := 1; ; attempt++ {
+		args := mkArgs()
+		listen = args[slices.Index(args, "--listen")+1]
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int, 1)
+		var stderr syncBuffer
+		go func() { done <- run(ctx, args, &bytes.Buffer{}, &stderr) }()
+		code, exited := waitGateway(t, listen, args, done, &stderr)
+		if !exited {
+			var once sync.Once
+			stop = func() int {
+				once.Do(func() { cancel(); code = <-done })
+				return code
+			}
+			t.Cleanup(func() { stop() })
+			return listen, stop
+		}
+		cancel()
+		if attempt == 3 || !strings.Contains(stderr.String(), "address already in use") {
+			t.Fatalf("%v stopped with exit %d:\n%s", args, code, stderr.String())
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	var stderr syncBuffer
-	go func() { done <- run(ctx, args, &bytes.Buffer{}, &stderr) }()
-	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitGateway waits until the fencegate command args, running with its
+// exit code sent to done, listens at listen itself (its "listening" log
+// line names the address) and answers /readyz there, or exits. A ready
+// answer alone could be another process's that took the address first (a
+// 404 for every gateway route, once in CI).
+func waitGateway(t *testing.T, listen string, args []string, done chan int, stderr *syncBuffer) (code int, exited bool) {
+	t.Helper()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(60 * time.Second)
-	for !gatewayReady(listen) {
+	for !loggedListening(stderr.String(), listen) || !gatewayReady(listen) {
 		select {
 		case code := <-done:
-			done <- code
-			t.Fatalf("%v stopped with exit %d:\n%s", args, code, stderr.String())
+			return code, true
 		case <-deadline:
 			t.Fatalf("%v not ready within 60s:\n%s", args, stderr.String())
 		case <-tick.C:
 		}
 	}
+	return 0, false
+}
+
+// loggedListening says whether log has a "listening" line naming addr.
+func loggedListening(log, addr string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "listening") && strings.Contains(line, addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // devCall sends body to the gateway at addr with the development token

@@ -278,13 +278,23 @@ func TestPrometheusSeesTheFirstIncident(t *testing.T) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, seen := handedOut.LoadOrStore(addr, true); !seen {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
+
+// handedOut holds every address freeAddr returned in this process: the
+// kernel may give a closed port to the next Listen, and two of one
+// command's listeners on one address would make it stop.
+var handedOut sync.Map
 
 func seriesName(m map[string]string) string {
 	var ls []string
