@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/fencegate/fencegate/leasestore"
 )
@@ -415,12 +416,23 @@ func (r *relay) drain() int {
 
 // Watch turns on the watch streams (GET /v1/leases/{name}/events, GET
 // /v1/events) on src's events and starts this replica's relay, which runs
-// until ctx ends. Without it the streams answer not_found.
-func (s *Server) Watch(ctx context.Context, src EventSource, cfg WatchConfig) {
+// until ctx ends, and the gauge of open streams. Without it the streams
+// answer not_found.
+func (s *Server) Watch(ctx context.Context, src EventSource, cfg WatchConfig) error {
 	cfg.fill()
+	m := s.g.cfg.MeterProvider.Meter("github.com/fencegate/fencegate/gateway")
+	if _, err := m.Int64ObservableGauge("fencegate.watch.streams", metric.WithUnit("{stream}"),
+		metric.WithDescription("Watch streams open on this replica (GET /v1/leases/{name}/events and GET /v1/events)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(s.WatchStreams()))
+			return nil
+		})); err != nil {
+		return err
+	}
 	r := newRelay(src, cfg, s.log)
 	s.watch.Store(r)
 	go r.run(ctx)
+	return nil
 }
 
 // DrainStreams ends every watch stream of this replica, cleanly (each

@@ -40,7 +40,9 @@ func (r *replica) watch(t testing.TB, b *testBundle, cfg gateway.WatchConfig) co
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r.server.Watch(ctx, b.store, cfg)
+	if err := r.server.Watch(ctx, b.store, cfg); err != nil {
+		t.Fatal(err)
+	}
 	return cancel
 }
 
@@ -252,6 +254,50 @@ func TestWatchStreamsAreBoundedPerClientAndInTotal(t *testing.T) {
 	r.mustStream(t, otherToken, "/v1/events", -1)
 	if _, rep := r.openStream(t, opsToken, "/v1/events", -1); rep.status != http.StatusTooManyRequests {
 		t.Fatalf("third stream of the replica: %d, want 429", rep.status)
+	}
+}
+
+// TestWatchStreamsGauge: fencegate_watch_streams counts the replica's
+// open streams, 0 before any and again after they end (the drain's log
+// line was the only count).
+func TestWatchStreamsGauge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	mod, serve := withMetrics(t)
+	r := b.newReplica(mod)
+	serve(r)
+	r.watch(t, b, gateway.WatchConfig{})
+	gauge := func() float64 {
+		v, ok := scrapeMetrics(t, r.metricsURL).value("fencegate_watch_streams", nil)
+		if !ok {
+			t.Fatal("/metrics has no fencegate_watch_streams")
+		}
+		return v
+	}
+	if v := gauge(); v != 0 {
+		t.Fatalf("streams before any: %v", v)
+	}
+	s1 := r.mustStream(t, devToken, "/v1/events", -1)
+	r.mustStream(t, otherToken, "/v1/leases/shard:g1/events", -1)
+	if v := gauge(); v != 2 {
+		t.Fatalf("streams with two open: %v, want 2", v)
+	}
+	s1.close()
+	deadline := time.After(watchTimeout)
+	for gauge() != 1 {
+		select {
+		case <-deadline:
+			t.Fatalf("streams after one closed: %v, want 1", gauge())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	r.server.DrainStreams()
+	for gauge() != 0 {
+		select {
+		case <-deadline:
+			t.Fatalf("streams after the drain: %v, want 0", gauge())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

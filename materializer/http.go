@@ -27,7 +27,7 @@ func (m *Materializer) Handler() *http.ServeMux {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		st := Status{Verdicts: m.Counts(), Lag: m.Lag()}
 		if t := m.trustedSink(); t != nil {
-			st.Trusted = t.Counts()
+			st.Trusted, st.TrustedLag = t.Counts(), t.Lag()
 		}
 		writeJSON(w, http.StatusOK, st)
 	})
@@ -46,6 +46,9 @@ type Status struct {
 	// Trusted counts the trusted sink's verdicts since the process
 	// started, with --sinks kafka (absent otherwise).
 	Trusted map[Verdict]int64 `json:"trusted,omitempty"`
+	// TrustedLag is the trusted sink's Lag, per "topic/partition" it
+	// owns, with --sinks kafka (absent otherwise).
+	TrustedLag map[string]int64 `json:"trusted_lag,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

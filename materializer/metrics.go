@@ -70,15 +70,27 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 				o.ObserveInt64(fence, fences[lease], metric.WithAttributes(attribute.String("fencegate.lease", lease)))
 			}
 		}
+		if t := m.trustedSink(); t != nil {
+			t.mu.Lock()
+			for k, v := range t.lag {
+				o.ObserveInt64(lag, v, metric.WithAttributes(lagAttrs(k, sinkKafka)...))
+			}
+			t.mu.Unlock()
+		}
 		m.lagMu.Lock()
 		defer m.lagMu.Unlock()
 		for k, v := range m.lag {
-			o.ObserveInt64(lag, v, metric.WithAttributes(attribute.String("messaging.destination.name", k.topic),
-				attribute.String("messaging.destination.partition.id", fmt.Sprint(k.partition))))
+			o.ObserveInt64(lag, v, metric.WithAttributes(lagAttrs(k)...))
 		}
 		return nil
 	}, fence, omitted, lag)
 	return &x, err
+}
+
+// lagAttrs are the lag gauge's attributes of partition k, and extra.
+func lagAttrs(k partitionKey, extra ...attribute.KeyValue) []attribute.KeyValue {
+	return append([]attribute.KeyValue{attribute.String("messaging.destination.name", k.topic),
+		attribute.String("messaging.destination.partition.id", fmt.Sprint(k.partition))}, extra...)
 }
 
 func (x *metrics) verdicts(ctx context.Context, v Verdict, n int64) {
@@ -86,7 +98,8 @@ func (x *metrics) verdicts(ctx context.Context, v Verdict, n int64) {
 }
 
 // sinkKafka is the fencegate.sink attribute of the trusted sink's
-// verdicts; the ledger's carry none (their series are as before it).
+// verdicts and lag; the ledger's carry none (their series are as before
+// it).
 var sinkKafka = attribute.String("fencegate.sink", "kafka")
 
 // trustedVerdicts counts the trusted sink's verdicts in the same

@@ -85,6 +85,9 @@ type TrustedSink struct {
 
 	mu    sync.Mutex
 	parts map[partitionKey]*trustedPart
+	// lag is, per owned partition, its high watermark as last seen minus
+	// the next offset to apply (updateLag).
+	lag map[partitionKey]int64
 	// failed is the first error of a rebalance callback; Run stops on it.
 	failed error
 
@@ -98,8 +101,8 @@ type trustedPart struct {
 	key   partitionKey
 	p     *kafka.Producer
 	state *partState
-	// next is the input offset this instance last committed (0: none
-	// yet).
+	// next is the group's input offset: the one this instance last
+	// committed, or the group's when it took the partition (0: none).
 	next int64
 }
 
@@ -109,7 +112,8 @@ func (m *Materializer) Trusted(cfg TrustedConfig) (*TrustedSink, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	t := &TrustedSink{m: m, cfg: cfg, log: m.log.With("sink", cfg.Name), parts: map[partitionKey]*trustedPart{}}
+	t := &TrustedSink{m: m, cfg: cfg, log: m.log.With("sink", cfg.Name), parts: map[partitionKey]*trustedPart{},
+		lag: map[partitionKey]int64{}}
 	for _, v := range Verdicts {
 		t.verdicts.Store(v, new(atomic.Int64))
 		m.met.trustedVerdicts(context.Background(), v, 0) // every series from 0, as the ledger's
@@ -208,8 +212,59 @@ func (t *TrustedSink) run(ctx context.Context) error {
 				return err
 			}
 		}
+		t.updateLag(c)
 	}
 	return nil
+}
+
+// updateLag sets each owned partition's lag: its high watermark as the
+// consumer last saw it minus the group's offset there (next: committed
+// by this instance, or found when it took the partition; the low
+// watermark when the group has none, where auto.offset.reset=earliest
+// starts), never below 0. It runs between polls, where no chunk is in
+// flight and next is settled.
+func (t *TrustedSink) updateLag(c *kafka.Consumer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, tp := range t.parts {
+		low, high, err := c.GetWatermarkOffsets(key.topic, key.partition)
+		if err != nil || high < 0 {
+			continue // not known yet
+		}
+		t.lag[key] = max(high-max(tp.next, low, 0), 0)
+	}
+}
+
+// seedNext sets the next offset of each partition just taken to the
+// group's committed offset there, so that its lag is right before this
+// instance commits (the stable offset: take aborted any open
+// transaction). Without an answer next stays 0 and the lag reads high
+// until the first commit.
+func (t *TrustedSink) seedNext(c *kafka.Consumer, tps []kafka.TopicPartition) {
+	committed, err := c.Committed(tps, int(t.cfg.TransactionTimeout.Milliseconds()))
+	if err != nil {
+		t.log.Warn("trusted sink: committed offsets not read; lag counts from the earliest offset until a commit", "err", err)
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tp := range committed {
+		if p := t.parts[partitionKey{*tp.Topic, tp.Partition}]; p != nil && tp.Offset >= 0 {
+			p.next = int64(tp.Offset)
+		}
+	}
+}
+
+// Lag returns, per "topic/partition" this instance owns, the high
+// watermark minus the next offset to apply, as last seen.
+func (t *TrustedSink) Lag() map[string]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]int64, len(t.lag))
+	for k, v := range t.lag {
+		out[fmt.Sprintf("%s/%d", k.topic, k.partition)] = v
+	}
+	return out
 }
 
 // skipMarkers, when idle, moves the group's offset of each owned partition
@@ -344,6 +399,7 @@ func (t *TrustedSink) closeParts() {
 	for key, tp := range t.parts {
 		tp.p.Close()
 		delete(t.parts, key)
+		delete(t.lag, key)
 	}
 }
 

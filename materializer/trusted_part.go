@@ -21,6 +21,7 @@ func (t *TrustedSink) rebalance(ctx context.Context, c *kafka.Consumer, ev kafka
 			t.fail(err)
 			return err
 		}
+		t.seedNext(c, e.Partitions)
 		take := make([]kafka.TopicPartition, len(e.Partitions))
 		for i, tp := range e.Partitions {
 			tp.Offset = kafka.OffsetStored
@@ -103,6 +104,7 @@ func (t *TrustedSink) drop(key partitionKey) {
 		tp.p.Close()
 		delete(t.parts, key)
 	}
+	delete(t.lag, key)
 }
 
 func (t *TrustedSink) newProducer(key partitionKey) (*kafka.Producer, error) {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/barrier"
@@ -554,18 +553,7 @@ func TestFM58_GenerationMovedAtCommitRewinds(t *testing.T) {
 		}
 		fake.KeepControl()
 		refused.Add(1)
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.IllegalGeneration.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refusedOffsetCommit(r), nil, true
 	})
 	ts := b.newTrusted("moved", nil, func(c *materializer.Config) { c.MaxBatch = 5 })
 	if err := b.runTrustedUntil(ts, 1, last); err != nil {

@@ -25,7 +25,9 @@ func (r *replica) watching(cfg gateway.WatchConfig) (stop func()) {
 	r.mu.Lock()
 	h := r.h
 	r.mu.Unlock()
-	h.Watch(ctx, r.b.store, cfg)
+	if err := h.Watch(ctx, r.b.store, cfg); err != nil {
+		r.b.t.Fatal(err)
+	}
 	return cancel
 }
 

@@ -229,7 +229,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	srv.Limit(f.http)
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatch()
-	srv.Watch(wctx, store, gateway.WatchConfig{WriteTimeout: f.http.WriteTimeout})
+	if err := srv.Watch(wctx, store, gateway.WatchConfig{WriteTimeout: f.http.WriteTimeout}); err != nil {
+		return err
+	}
 	srv.Metrics(metricsHandler)
 	if err := f.forwarding(srv, log); err != nil {
 		return err
