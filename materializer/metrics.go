@@ -18,6 +18,8 @@ type metrics struct {
 	records metric.Int64Counter
 	kept    metric.Int64Counter
 	txn     metric.Float64Histogram
+	prunes  metric.Int64Counter
+	pruned  metric.Int64Counter
 	reg     metric.Registration
 }
 
@@ -36,6 +38,14 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 	if x.txn, err = meter.Float64Histogram("fencegate.materializer.transaction.duration", metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5),
 		metric.WithDescription("Duration of one apply transaction.")); err != nil {
+		return nil, err
+	}
+	if x.prunes, err = meter.Int64Counter("fencegate.materializer.prunes", metric.WithUnit("{prune}"),
+		metric.WithDescription("Ledger prunes of the retention loop, by outcome (ok, failed).")); err != nil {
+		return nil, err
+	}
+	if x.pruned, err = meter.Int64Counter("fencegate.materializer.pruned.rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Ledger rows deleted by the retention loop, by table (accepted_records, rejected_records, kept_records).")); err != nil {
 		return nil, err
 	}
 	fence, err := meter.Int64ObservableGauge("fencegate.materializer.fence.token", metric.WithUnit("{token}"),
@@ -114,4 +124,35 @@ func (x *metrics) keptAs(ctx context.Context, v Verdict, n int64) {
 
 func (x *metrics) transaction(ctx context.Context, since time.Time) {
 	x.txn.Record(ctx, time.Since(since).Seconds())
+}
+
+// pruneOutcomes and prunedTableNames are the attribute values of the
+// prune counters.
+var (
+	pruneOutcomes    = []string{"ok", "failed"}
+	prunedTableNames = []string{"accepted_records", "rejected_records", "kept_records"}
+)
+
+// prunesFromZero creates the prune series at 0, when a retention loop
+// starts: a materializer that never prunes has none, so the ticket on a
+// ledger left unpruned sees only those that should.
+func (x *metrics) prunesFromZero(ctx context.Context) {
+	for _, o := range pruneOutcomes {
+		x.prunes.Add(ctx, 0, metric.WithAttributes(attribute.String("outcome", o)))
+	}
+	for _, t := range prunedTableNames {
+		x.pruned.Add(ctx, 0, metric.WithAttributes(attribute.String("table", t)))
+	}
+}
+
+// prunedOnce counts one prune of the retention loop and the rows it deleted.
+func (x *metrics) prunedOnce(ctx context.Context, rep PruneReport, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "failed"
+	}
+	x.prunes.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", outcome)))
+	for i, n := range []int64{rep.Accepted, rep.Rejected, rep.Kept} {
+		x.pruned.Add(ctx, n, metric.WithAttributes(attribute.String("table", prunedTableNames[i])))
+	}
 }

@@ -246,3 +246,35 @@ func prunePartition(ctx context.Context, pool *pgxpool.Pool, cfg PruneConfig, p 
 		from = last + 1
 	}
 }
+
+// PruneEvery prunes m's ledger at its recorded retention now and every
+// interval until ctx ends. Each prune has interval to finish (a prune
+// stuck on a lock fails rather than stalls the loop). A failed prune is
+// logged, counted in fencegate.materializer.prunes{outcome="failed"} and
+// tried again at the next tick: it must not stop the materializer. The
+// counter of successful ones is what FencegateLedgerNotPruned watches.
+func (m *Materializer) PruneEvery(ctx context.Context, interval time.Duration) {
+	m.met.prunesFromZero(ctx)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		rep, err := Prune(pctx, m.pool, PruneConfig{})
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.met.prunedOnce(ctx, rep, err)
+		if err != nil {
+			m.log.Warn("ledger prune failed; trying again at the next interval", "err", err, "interval", interval)
+		} else {
+			m.log.Info("ledger pruned", "older_than", rep.OlderThan, "cutoff", rep.Cutoff,
+				"accepted", rep.Accepted, "rejected", rep.Rejected, "kept", rep.Kept, "statements", rep.Statements)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

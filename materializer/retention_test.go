@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/materializer"
 )
 
@@ -412,5 +413,64 @@ func TestPruneWhileTheMaterializerRuns(t *testing.T) {
 	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
 	if n := count(t, b.db, `SELECT count(*) FROM rejected_records WHERE reason = 'duplicate' AND batch_id = 'young-2' AND seq = 7`); n != 1 {
 		t.Errorf("a retry of a row applied beside the prunes got %d duplicate receipts, want 1", n)
+	}
+}
+
+// TestFM73_PruneLoopCountsStuckPrunes: the retention loop counts each
+// prune by outcome. A prune stuck behind a lock on accepted_records fails
+// within its interval and counts failed (a failure was only logged, and a
+// stuck prune stalled the loop for good); once the lock is gone the next
+// one counts ok. FencegateLedgerNotPruned watches the ok count.
+func TestFM73_PruneLoopCountsStuckPrunes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	last := b.write(1, bar("shard:1", 1), data("shard:1", 1, "a", 0))
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	if err := materializer.SetRetention(b.ctx, b.db.Pool, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	mp, h, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Materializer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	lock, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(context.Background()) }()
+	if _, err := lock.Exec(b.ctx, `LOCK TABLE accepted_records IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	m := b.newMaterializer(func(c *materializer.Config) { c.MeterProvider = mp })
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { m.PruneEvery(ctx, 300*time.Millisecond); close(done) }()
+	defer func() { cancel(); <-done }()
+	prunes := func(outcome string) float64 {
+		return metricValue(t, h, "fencegate_materializer_prunes_total", map[string]string{"outcome": outcome})
+	}
+	waitUntil(t, "a failed prune counted while the table is locked", func() bool { return prunes("failed") >= 1 })
+	if n := prunes("ok"); n != 0 {
+		t.Fatalf("%v prunes ok while accepted_records was locked", n)
+	}
+	if err := lock.Rollback(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a prune ok after the lock", func() bool { return prunes("ok") >= 1 })
+}
+
+// waitUntil polls cond every 20 ms for up to 60 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("%s: not within 60s", what)
+		case <-tick.C:
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -100,28 +99,32 @@ func refusedOffsetCommit(r *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitRe
 	return resp
 }
 
-// waitFor polls cond every 20 ms for up to 60 s; it fails the test if the
-// sink whose Run result is done stops first.
+// waitFor waits as waitUntil does; it fails the test if the sink whose
+// Run result is done stops first.
 func waitFor(t *testing.T, what string, done chan error, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(60 * time.Second)
-	for !cond() {
+	waitUntil(t, what, func() bool {
 		select {
 		case err := <-done:
 			done <- err
 			t.Fatalf("the sink stopped before %s: %v", what, err)
-		case <-deadline:
-			t.Fatalf("%s: not within 60s", what)
-		case <-tick.C:
+		default:
 		}
-	}
+		return cond()
+	})
 }
 
 // trustedLagMetric scrapes h for the trusted sink's lag of topic and
 // partition (-1: no such series).
 func trustedLagMetric(t *testing.T, h http.Handler, topic, partition string) float64 {
+	t.Helper()
+	return metricValue(t, h, "fencegate_materializer_lag", map[string]string{"fencegate_sink": "kafka",
+		"messaging_destination_name": topic, "messaging_destination_partition_id": partition})
+}
+
+// metricValue scrapes h for the value of the first series of family name
+// whose labels include want (-1: none).
+func metricValue(t *testing.T, h http.Handler, name string, want map[string]string) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -130,12 +133,17 @@ func trustedLagMetric(t *testing.T, h http.Handler, topic, partition string) flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range fams["fencegate_materializer_lag"].GetMetric() {
-		l := map[string]string{}
+	for _, m := range fams[name].GetMetric() {
+		n := 0
 		for _, p := range m.GetLabel() {
-			l[p.GetName()] = p.GetValue()
+			if v, ok := want[p.GetName()]; ok && v == p.GetValue() {
+				n++
+			}
 		}
-		if l["fencegate_sink"] == "kafka" && l["messaging_destination_name"] == topic && l["messaging_destination_partition_id"] == partition {
+		if n == len(want) {
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
 			return m.GetGauge().GetValue()
 		}
 	}

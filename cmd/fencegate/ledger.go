@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -109,33 +108,11 @@ func (f *ledgerFlags) record(ctx context.Context, pool *pgxpool.Pool) (materiali
 	return values, materializer.SetRetention(ctx, pool, retention)
 }
 
-// prune prunes the ledger in g every pruneInterval, unless the retention
+// prune prunes m's ledger in g every pruneInterval, unless the retention
 // is forever.
-func (f *ledgerFlags) prune(ctx context.Context, g *errgroup.Group, pool *pgxpool.Pool, log *slog.Logger) {
+func (f *ledgerFlags) prune(ctx context.Context, g *errgroup.Group, m *materializer.Materializer) {
 	if !f.forever {
-		g.Go(func() error { pruneEvery(ctx, pool, log); return nil })
-	}
-}
-
-// pruneEvery prunes the ledger at the recorded retention now and every
-// pruneInterval until ctx ends. A failed prune is logged and tried again
-// at the next tick: it must not stop the materializer.
-func pruneEvery(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
-	tick := time.NewTicker(pruneInterval)
-	defer tick.Stop()
-	for {
-		rep, err := materializer.Prune(ctx, pool, materializer.PruneConfig{})
-		if err != nil && ctx.Err() == nil {
-			log.Warn("ledger prune failed; trying again at the next interval", "err", err, "interval", pruneInterval)
-		} else if err == nil {
-			log.Info("ledger pruned", "older_than", rep.OlderThan, "cutoff", rep.Cutoff,
-				"accepted", rep.Accepted, "rejected", rep.Rejected, "kept", rep.Kept, "statements", rep.Statements)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+		g.Go(func() error { m.PruneEvery(ctx, pruneInterval); return nil })
 	}
 }
 

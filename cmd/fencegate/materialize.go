@@ -121,7 +121,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	g, gctx := errgroup.WithContext(ctx)
 	if postgres {
 		g.Go(func() error { return m.Run(gctx) })
-		f.ledger.prune(gctx, g, pool, log)
+		f.ledger.prune(gctx, g, m)
 	}
 	if kafkaSink {
 		ts, err := m.Trusted(materializer.TrustedConfig{Name: f.trustedName, DedupWindow: f.dedupWindow,
