@@ -1,11 +1,18 @@
 package loadtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/materializer"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // checkItems judges one lease's item records, values in log order,
@@ -72,25 +79,21 @@ func (s itemSequences) judge(inv *report.Invariant) report.ItemCounts {
 
 // checkI6 reads the ledger (after checkLedger waited for it to catch up):
 // per lease, its accepted records in offset order against its checkpoint.
+// A metadata-only row (--ledger-values drop) has its value read back from
+// the raw topic, as a reader of such a ledger does, and checked against
+// its digest.
 func (r *runner) checkI6(ctx context.Context, rep *report.Report) error {
+	f := r.statefulFigures()
 	seqs := itemSequences{values: map[string][][]byte{}, next: map[string]int{}}
-	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, value FROM accepted_records
-		WHERE topic = $1 AND lease LIKE 'shard:%' ORDER BY lease, partition, "offset"`, r.stack.Topic())
+	rows, err := r.ledgerItems(ctx)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var lease string
-		var v []byte
-		if err := rows.Scan(&lease, &v); err != nil {
-			rows.Close()
-			return err
-		}
-		seqs.values[lease] = append(seqs.values[lease], v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if f.DroppedValues, err = r.readDropped(rows, &f.I6); err != nil {
 		return err
+	}
+	for _, row := range rows {
+		seqs.values[row.lease] = append(seqs.values[row.lease], row.value)
 	}
 	cps, err := r.stack.Pool.Query(ctx, `SELECT lease, value FROM checkpoints WHERE topic = $1 AND lease LIKE 'shard:%'`, r.stack.Topic())
 	if err != nil {
@@ -112,7 +115,6 @@ func (r *runner) checkI6(ctx context.Context, rep *report.Report) error {
 	if err := cps.Err(); err != nil {
 		return err
 	}
-	f := r.statefulFigures()
 	f.Items = seqs.judge(&f.I6)
 	rep.Stateful = f
 	if r.fenced != nil {
@@ -154,4 +156,70 @@ func (r *runner) takeovers(ctx context.Context, pattern string) (int64, error) {
 		last[name] = owner
 	}
 	return n, rows.Err()
+}
+
+// ledgerItem is one accepted row of a stateful lease: its value, or its
+// digest alone in a metadata-only row.
+type ledgerItem struct {
+	lease         string
+	partition     int32
+	offset        int64
+	value, digest []byte
+}
+
+// ledgerItems are the accepted rows of the stateful leases, per lease in
+// offset order.
+func (r *runner) ledgerItems(ctx context.Context) ([]ledgerItem, error) {
+	rows, err := r.stack.Pool.Query(ctx, `SELECT lease, partition, "offset", value, digest FROM accepted_records
+		WHERE topic = $1 AND lease LIKE 'shard:%' ORDER BY lease, partition, "offset"`, r.stack.Topic())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledgerItem, error) {
+		var it ledgerItem
+		return it, row.Scan(&it.lease, &it.partition, &it.offset, &it.value, &it.digest)
+	})
+}
+
+// readDropped fills in the value of each metadata-only row from the raw
+// topic, failing inv for a row whose record is not there or whose digest
+// differs; it returns how many it read back.
+func (r *runner) readDropped(items []ledgerItem, inv *report.Invariant) (int64, error) {
+	type at struct {
+		partition int32
+		offset    int64
+	}
+	need := map[at]*ledgerItem{}
+	for i := range items {
+		if items[i].value == nil && items[i].digest != nil {
+			need[at{items[i].partition, items[i].offset}] = &items[i]
+		}
+	}
+	parts := map[int32]bool{}
+	for k := range need {
+		parts[k.partition] = true
+	}
+	var read int64
+	for p := range parts {
+		err := verify.EachMessage(r.stack.Kafka, r.stack.Topic(), p, 60*time.Second, func(m *kafka.Message) {
+			it := need[at{p, int64(m.TopicPartition.Offset)}]
+			if it == nil {
+				return
+			}
+			delete(need, at{p, int64(m.TopicPartition.Offset)})
+			if d, err := materializer.Digest(m); err != nil || !bytes.Equal(d, it.digest) {
+				inv.Fail("%s: partition %d offset %d: the raw record's digest differs from the ledger's (%v)", it.lease, p, it.offset, err)
+				return
+			}
+			it.value = m.Value
+			read++
+		})
+		if err != nil {
+			return read, err
+		}
+	}
+	for k, it := range need {
+		inv.Fail("%s: partition %d offset %d: a metadata-only row whose record the raw topic does not hold", it.lease, k.partition, k.offset)
+	}
+	return read, nil
 }

@@ -47,17 +47,25 @@ type Record struct {
 // stable offset as the high end, which is why the end is listed here with
 // read_uncommitted.)
 func ReadPartition(conn kafkaconn.Config, topic string, partition int32, timeout time.Duration) ([]Record, error) {
+	var recs []Record
+	err := EachMessage(conn, topic, partition, timeout, func(m *kafka.Message) { recs = append(recs, parse(m)) })
+	return recs, err
+}
+
+// EachMessage reads topic/partition as ReadPartition does and hands each
+// committed record to each, whole (headers included), in offset order.
+func EachMessage(conn kafkaconn.Config, topic string, partition int32, timeout time.Duration, each func(*kafka.Message)) error {
 	deadline := time.Now().Add(timeout)
 	ends, err := listEnds(conn, topic, partition, timeout)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if ends.high <= ends.low {
-		return nil, nil // empty partition
+		return nil // empty partition
 	}
 	cm, err := conn.ConfigMap()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for k, v := range (kafka.ConfigMap{"group.id": "fencegate-verify",
 		"isolation.level": "read_committed", "enable.auto.commit": false,
@@ -66,14 +74,14 @@ func ReadPartition(conn kafkaconn.Config, topic string, partition int32, timeout
 	}
 	c, err := kafka.NewConsumer(&cm)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.Close()
 	tp := kafka.TopicPartition{Topic: &topic, Partition: partition, Offset: kafka.OffsetBeginning}
 	if err := c.Assign([]kafka.TopicPartition{tp}); err != nil {
-		return nil, err
+		return err
 	}
-	recs, err := readUntil(c, tp, ends.high, deadline)
+	err = readUntil(c, tp, ends.high, deadline, each)
 	if err != nil {
 		// Where the readers are held, for the error: the last stable
 		// offset now.
@@ -81,7 +89,7 @@ func ReadPartition(conn kafkaconn.Config, topic string, partition int32, timeout
 			err = fmt.Errorf("%w; the last stable offset is %d: a transaction open since that offset has not ended, and read_committed readers see nothing after it", err, now.stable)
 		}
 	}
-	return recs, err
+	return err
 }
 
 // logEnds are a partition's offsets as ListOffsets answers them.
@@ -119,24 +127,25 @@ func listEnds(conn kafkaconn.Config, topic string, partition int32, timeout time
 
 // readUntil polls until the consumer's position reaches high (aborted
 // records and transaction markers advance the position without being
-// returned).
-func readUntil(c *kafka.Consumer, tp kafka.TopicPartition, high int64, deadline time.Time) ([]Record, error) {
-	var out []Record
+// returned), handing each record to each.
+func readUntil(c *kafka.Consumer, tp kafka.TopicPartition, high int64, deadline time.Time, each func(*kafka.Message)) error {
+	n := 0
 	for {
 		pos, err := c.Position([]kafka.TopicPartition{tp})
 		if err == nil && len(pos) == 1 && int64(pos[0].Offset) >= high {
-			return out, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return out, fmt.Errorf("read %s[%d]: reached %d records before the deadline, end is offset %d", *tp.Topic, tp.Partition, len(out), high)
+			return fmt.Errorf("read %s[%d]: reached %d records before the deadline, end is offset %d", *tp.Topic, tp.Partition, n, high)
 		}
 		ev := c.Poll(50)
 		switch m := ev.(type) {
 		case *kafka.Message:
-			out = append(out, parse(m))
+			n++
+			each(m)
 		case kafka.Error:
 			if m.IsFatal() {
-				return out, m
+				return m
 			}
 		}
 	}

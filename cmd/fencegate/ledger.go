@@ -24,6 +24,13 @@ fencegate ledger prune -h lists the flags.`
 // ledger (docs/RUNBOOK.md, "Ledger retention").
 const pruneInterval = time.Hour
 
+// defaultLedgerValues and parseLedgerValues are the materializer's, for
+// functions where a flag variable named materializer hides the package.
+var (
+	defaultLedgerValues = materializer.DefaultLedgerValues
+	parseLedgerValues   = materializer.ParseLedgerValues
+)
+
 // age is a duration flag that also reads whole days ("7d"); "0" is zero.
 type age struct{ d *time.Duration }
 

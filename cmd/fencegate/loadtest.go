@@ -74,6 +74,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.DrainReplicaAfter, "drain-replica-after", 0, "SIGTERM the first gateway replica this long into the run, wait for its drain, restart it (embedded; starts 2 replicas; 0: off)")
 	fs.DurationVar(&sc.KillReplicaEvery, "kill-replica-every", 0, "SIGKILL one gateway replica in turn this often, under load, and restart it at once on the same port and replica name (embedded; starts 2 replicas; 0: off)")
 	fs.DurationVar(&sc.KillMaterializerEvery, "kill-materializer-every", 0, "SIGKILL the materializer child this often, mid-chunk when busy, and restart it at once (--separate-processes; 0: off)")
+	ledgerValues := fs.String("ledger-values", string(defaultLedgerValues), "the materializer's --ledger-values: keep, or drop (metadata-only rows; --stateful reads the values back from the raw topic by digest)")
 	trusted := fs.Bool("trusted", false, "the materializer also writes the trusted topic (--sinks postgres,kafka), and the run checks it as it checks the ledger")
 	fs.BoolVar(&sc.RollingRestart, "rolling-restart", false, "a quarter into the run, restart every gateway replica in turn: SIGTERM, drain and exit, restart, ready (and back in the balancer's rotation), next (embedded; starts 2 replicas)")
 	fs.StringVar(&sc.Body, "body", sc.Body, "batch body workers send: binary (as the SDK) or json (as curl)")
@@ -114,6 +115,11 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	stackOpts := []stack.StackOption{stack.WithClients(*clients), stack.WithLimits(caps)}
 	if sc.KillMaterializerEvery > 0 && (!*separate || sep.NoMaterializer) {
 		return errors.New("--kill-materializer-every needs --separate-processes with the materializer")
+	}
+	if opt, err := ledgerValuesOption(*ledgerValues, sep.NoMaterializer); err != nil {
+		return err
+	} else if opt != nil {
+		stackOpts = append(stackOpts, opt)
 	}
 	if *trusted {
 		if sep.NoMaterializer || sc.MixedFleet {
@@ -242,4 +248,19 @@ func writeReports(rep *report.Report, jsonPath, htmlPath string) error {
 		return fmt.Errorf("json report: %w", err)
 	}
 	return write(htmlPath, rep.WriteHTML)
+}
+
+// ledgerValuesOption is the stack option of --ledger-values v (nil for
+// the default).
+func ledgerValuesOption(v string, noMaterializer bool) (stack.StackOption, error) {
+	values, err := parseLedgerValues(v)
+	switch {
+	case err != nil:
+		return nil, usagef("--ledger-values: %v", err)
+	case values == defaultLedgerValues:
+		return nil, nil
+	case noMaterializer:
+		return nil, errors.New("--ledger-values needs the materializer")
+	}
+	return stack.WithLedgerValues(values), nil
 }

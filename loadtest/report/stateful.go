@@ -42,6 +42,10 @@ type StatefulFigures struct {
 	// StaleItemBatches are item batches frozen workers sent with their
 	// overtaken token after waking (all must be refused).
 	StaleItemBatches int64 `json:"stale_item_batches"`
+	// DroppedValues are the item values a --ledger-values drop ledger
+	// kept as a digest only, read back from the raw topic with their
+	// digest checked (0: a keep ledger).
+	DroppedValues int64 `json:"dropped_values,omitempty"`
 	// Naive is the naive baseline's count of its topic (nil: not run).
 	Naive *NaiveItems `json:"naive,omitempty"`
 	// FencedState is the workers' own table written through
@@ -133,7 +137,7 @@ func (f *StatefulFigures) stateRows() [][3]string {
 			naive(func(n *NaiveItems) string { return fmt.Sprintf("freezes %d, crashes %d", n.Freezes, n.Crashes) })},
 		{"ambiguous batches resolved by the checkpoint", fmt.Sprintf("%d landed, %d not landed, %d taken over",
 			f.AmbiguousLanded, f.AmbiguousNotLanded, f.AmbiguousTakenOver), "no checkpoint"},
-		{"items checked (records read)", fmt.Sprintf("%d (%d)", it.Items, it.Records),
+		{"items checked (records read; values read back from the raw topic by digest)", fmt.Sprintf("%d (%d; %d)", it.Items, it.Records, f.DroppedValues),
 			naive(func(n *NaiveItems) string { return fmt.Sprintf("%d (%d)", n.Items.Items, n.Items.Records) })},
 		{"gaps", d(it.Gaps), naive(func(n *NaiveItems) string { return d(n.Items.Gaps) })},
 		{"duplicates", d(it.Duplicates), naive(func(n *NaiveItems) string { return d(n.Items.Duplicates) })},

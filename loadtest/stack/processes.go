@@ -318,6 +318,9 @@ func startMaterializerChild(ctx context.Context, s *Stack, exe, cfg string) (*ch
 		// partitions back at once (KillMaterializer).
 		args = append(args, "--sinks", "postgres,kafka", "--trusted-name", TrustedName, "--trusted-instance-id", "loadtest-materializer")
 	}
+	if s.LedgerValues != "" {
+		args = append(args, "--ledger-values", string(s.LedgerValues))
+	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
 	if s.Kafka.SASLPassword != "" {

@@ -68,6 +68,9 @@ type Stack struct {
 	// Trusted: the materializer also writes the trusted topic
 	// (WithTrusted), so it can be checked too.
 	Trusted bool
+	// LedgerValues is the materializer's --ledger-values
+	// (WithLedgerValues; empty: the default, keep).
+	LedgerValues materializer.LedgerValues
 	// Token is the workers' bearer token of an external gateway (default
 	// WorkerToken).
 	Token string
@@ -481,7 +484,7 @@ func (s *Stack) startGateway(pool *pgxpool.Pool, log *slog.Logger) error {
 
 func (s *Stack) startMaterializer(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {
 	m, err := materializer.New(pool, s.Router, materializer.Config{Kafka: s.Kafka,
-		BarrierKey: []byte(barrierKey), Logger: log.With("component", "materializer")})
+		BarrierKey: []byte(barrierKey), Logger: log.With("component", "materializer"), LedgerValues: s.LedgerValues})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,16 @@ func WithTrusted() StackOption {
 	}
 }
 
+// WithLedgerValues runs the materializer with --ledger-values v: with
+// DropValues the ledger keeps metadata-only rows, and the stateful check
+// reads their values back from the raw topic by digest.
+func WithLedgerValues(v materializer.LedgerValues) StackOption {
+	return func(s *Stack) error {
+		s.LedgerValues = v
+		return nil
+	}
+}
+
 // TrustedTopic is the trusted topic of the stack's lease topic.
 func (s *Stack) TrustedTopic() string { return s.Topic() + "." + TrustedName }
 
