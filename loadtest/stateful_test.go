@@ -28,13 +28,8 @@ import (
 func TestStatefulShort(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	sc := loadtest.Defaults()
-	sc.Stateful = true
-	sc.Leases, sc.WorkersPerLease = 4, 2
-	sc.BatchSize, sc.RecordSize = 10, 0
-	sc.Duration, sc.TTL = 12*time.Second, 1500*time.Millisecond
-	sc.FreezeEvery, sc.ChurnEvery, sc.AmbiguityEvery = 2*time.Second, 2*time.Second, 3*time.Second
-	sc.Direct = false
+	sc := statefulScenario(4, 12*time.Second)
+	sc.AmbiguityEvery = 3 * time.Second
 	external := kafkatest.External()
 	var stk *stack.Stack
 	var err error
@@ -94,13 +89,8 @@ func TestStatefulShort(t *testing.T) {
 func TestStatefulDropLedgerShort(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	sc := loadtest.Defaults()
-	sc.Stateful = true
-	sc.Leases, sc.WorkersPerLease = 3, 2
-	sc.BatchSize, sc.RecordSize = 10, 0
-	sc.Duration, sc.TTL = 8*time.Second, 1500*time.Millisecond
-	sc.FreezeEvery, sc.ChurnEvery = 2*time.Second, 2*time.Second
-	sc.Direct, sc.Naive = false, false
+	sc := statefulScenario(3, 8*time.Second)
+	sc.Naive = false
 	stk, err := stack.StartEmbedded(ctx, pgtest.ServerURL(), log, stack.WithLedgerValues(materializer.DropValues))
 	if err != nil {
 		t.Fatal(err)
@@ -121,4 +111,18 @@ func TestStatefulDropLedgerShort(t *testing.T) {
 	case f.DroppedValues != f.Items.Records:
 		t.Fatalf("%d values read back by digest, want every record's (%d): the ledger kept values", f.DroppedValues, f.Items.Records)
 	}
+}
+
+// statefulScenario is a short stateful run of leases leases (two workers
+// each, a 1.5 s TTL) over d, with frozen holders and forced handovers
+// every 2 s and no direct baseline.
+func statefulScenario(leases int, d time.Duration) loadtest.Scenario {
+	sc := loadtest.Defaults()
+	sc.Stateful = true
+	sc.Leases, sc.WorkersPerLease = leases, 2
+	sc.BatchSize, sc.RecordSize = 10, 0
+	sc.Duration, sc.TTL = d, 1500*time.Millisecond
+	sc.FreezeEvery, sc.ChurnEvery = 2*time.Second, 2*time.Second
+	sc.Direct = false
+	return sc
 }

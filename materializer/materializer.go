@@ -276,8 +276,13 @@ func (m *Materializer) Counts() map[Verdict]int64 {
 func (m *Materializer) Lag() map[string]int64 {
 	m.lagMu.Lock()
 	defer m.lagMu.Unlock()
-	out := make(map[string]int64, len(m.lag))
-	for k, v := range m.lag {
+	return lagByName(m.lag)
+}
+
+// lagByName is lag keyed "topic/partition", as /v1/status shows it.
+func lagByName(lag map[partitionKey]int64) map[string]int64 {
+	out := make(map[string]int64, len(lag))
+	for k, v := range lag {
 		out[fmt.Sprintf("%s/%d", k.topic, k.partition)] = v
 	}
 	return out

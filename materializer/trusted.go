@@ -260,11 +260,7 @@ func (t *TrustedSink) seedNext(c *kafka.Consumer, tps []kafka.TopicPartition) {
 func (t *TrustedSink) Lag() map[string]int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]int64, len(t.lag))
-	for k, v := range t.lag {
-		out[fmt.Sprintf("%s/%d", k.topic, k.partition)] = v
-	}
-	return out
+	return lagByName(t.lag)
 }
 
 // skipMarkers, when idle, moves the group's offset of each owned partition
