@@ -57,6 +57,13 @@ type runner struct {
 	// matKills counts the materializer child's kills
 	// (KillMaterializerEvery).
 	matKills atomic.Int64
+	// trustedJoins and trustedLeaves count the second trusted sink
+	// instance's starts (each with partitions moved to it) and stops
+	// (TrustedRebalanceEvery).
+	trustedJoins, trustedLeaves atomic.Int64
+	// trustedJoinMs is the longest join: start to both instances with
+	// partitions.
+	trustedJoinMs atomic.Int64
 }
 
 // threadCount reads the process's OS threads from /proc (0 if unknown).
@@ -193,6 +200,7 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	// Over the whole run: the materializer is on no worker's path, so
 	// no re-serve gap needs a quiet end.
 	r.every(pctx, &faults, r.sc.KillMaterializerEvery, func() { r.killMaterializer(pctx) })
+	r.every(pctx, &faults, r.sc.TrustedRebalanceEvery, func() { r.rebalanceTrusted(pctx) })
 	if r.sc.RollingRestart {
 		faults.Add(1)
 		go func() {

@@ -92,6 +92,12 @@ type Scenario struct {
 	// process this often, mid-chunk when it is busy, and starts it again
 	// at once (FM54). 0: off. Separate processes only.
 	KillMaterializerEvery time.Duration `yaml:"kill_materializer_every"`
+	// TrustedRebalanceEvery starts a second trusted sink instance in the
+	// sink's group this often, or stops the one running (SIGTERM: it
+	// leaves), so that partitions move between two instances by
+	// cooperative rebalances under load (FM56). 0: off. Separate processes
+	// with the trusted sink only.
+	TrustedRebalanceEvery time.Duration `yaml:"trusted_rebalance_every"`
 	// RollingRestart restarts every gateway replica in turn once, a
 	// quarter into the run: SIGTERM, its drain and exit, started again
 	// and ready (and back in the balancer's rotation), then the next.
@@ -205,8 +211,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("kill_gateway_after must be inside the duration")
 	case s.DrainReplicaAfter < 0 || s.DrainReplicaAfter >= s.Duration && s.DrainReplicaAfter != 0:
 		return errors.New("drain_replica_after must be inside the duration")
-	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0 || s.KillMaterializerEvery < 0:
-		return errors.New("freeze_replica_every, kill_replica_every and kill_materializer_every must be >= 0")
+	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0 || s.KillMaterializerEvery < 0 || s.TrustedRebalanceEvery < 0:
+		return errors.New("freeze_replica_every, kill_replica_every, kill_materializer_every and trusted_rebalance_every must be >= 0")
 	case s.FreezeReplicaEvery > 0 && (s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute):
 		// Checked only when the fault is on: its default (3 x TTL) is
 		// over a minute for TTLs of 20 s and more.

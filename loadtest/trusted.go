@@ -26,6 +26,24 @@ func (r *runner) killMaterializer(ctx context.Context) {
 	}
 }
 
+// rebalanceTrusted starts a second trusted sink instance, or stops it
+// (FM56): partitions move by a cooperative rebalance either way.
+func (r *runner) rebalanceTrusted(ctx context.Context) {
+	began := time.Now()
+	joined, err := r.stack.ToggleSecondTrusted(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.opts.Logger.Error("second trusted sink", "joined", joined, "error", err)
+		r.st.errors.Add(1)
+	case err != nil:
+	case joined:
+		r.trustedJoins.Add(1)
+		r.trustedJoinMs.Store(max(r.trustedJoinMs.Load(), time.Since(began).Milliseconds()))
+	default:
+		r.trustedLeaves.Add(1)
+	}
+}
+
 // trustedRecord is one record of the trusted topic, by its provenance.
 type trustedRecord struct {
 	key       string // batchKey
@@ -48,7 +66,8 @@ func (r *runner) checkTrusted(ctx context.Context, rep *report.Report) error {
 	if err != nil {
 		return err
 	}
-	tc := &report.TrustedCheck{Records: int64(len(recs)), MaterializerKills: r.matKills.Load(), CatchUpS: catchUp.Seconds()}
+	tc := &report.TrustedCheck{Records: int64(len(recs)), MaterializerKills: r.matKills.Load(), CatchUpS: catchUp.Seconds(),
+		SecondJoins: r.trustedJoins.Load(), SecondLeaves: r.trustedLeaves.Load(), SecondJoinMaxS: float64(r.trustedJoinMs.Load()) / 1000}
 	counts := map[string][2]int64{}
 	seqs := map[string]map[int]bool{}
 	for _, t := range recs {

@@ -75,6 +75,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.KillReplicaEvery, "kill-replica-every", 0, "SIGKILL one gateway replica in turn this often, under load, and restart it at once on the same port and replica name (embedded; starts 2 replicas; 0: off)")
 	fs.DurationVar(&sc.KillMaterializerEvery, "kill-materializer-every", 0, "SIGKILL the materializer child this often, mid-chunk when busy, and restart it at once (--separate-processes; 0: off)")
 	ledgerValues := fs.String("ledger-values", string(defaultLedgerValues), "the materializer's --ledger-values: keep, or drop (metadata-only rows; --stateful reads the values back from the raw topic by digest)")
+	fs.DurationVar(&sc.TrustedRebalanceEvery, "trusted-rebalance-every", 0, "with --trusted and --separate-processes: start a second trusted sink instance in the sink's group this often, or stop the one running, so partitions move between two instances under load (0: off)")
 	trusted := fs.Bool("trusted", false, "the materializer also writes the trusted topic (--sinks postgres,kafka), and the run checks it as it checks the ledger")
 	fs.BoolVar(&sc.RollingRestart, "rolling-restart", false, "a quarter into the run, restart every gateway replica in turn: SIGTERM, drain and exit, restart, ready (and back in the balancer's rotation), next (embedded; starts 2 replicas)")
 	fs.StringVar(&sc.Body, "body", sc.Body, "batch body workers send: binary (as the SDK) or json (as curl)")
@@ -126,6 +127,9 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return errors.New("--trusted needs the materializer and no --mixed-fleet")
 		}
 		stackOpts = append(stackOpts, stack.WithTrusted())
+	}
+	if sc.TrustedRebalanceEvery > 0 && (!*trusted || !*separate) {
+		return errors.New("--trusted-rebalance-every needs --trusted and --separate-processes")
 	}
 	if *balancer != "" {
 		if !*embedded || *replicas < 2 || *separate || sc.MixedFleet {

@@ -24,6 +24,14 @@ type TrustedCheck struct {
 	// MaterializerKills is how many times the materializer child was
 	// killed (--kill-materializer-every).
 	MaterializerKills int64 `json:"materializer_kills"`
+	// SecondJoins and SecondLeaves count a second sink instance's starts
+	// (each confirmed by the group: both instances with partitions) and
+	// stops (--trusted-rebalance-every).
+	SecondJoins  int64 `json:"second_joins"`
+	SecondLeaves int64 `json:"second_leaves"`
+	// SecondJoinMaxS is the longest join: from the instance's start to
+	// the group's assignment of partitions to both.
+	SecondJoinMaxS float64 `json:"second_join_max_s"`
 	// CatchUpS is how long the trusted sink took, after the ledger check,
 	// to reach the end of every partition: its backlog at the end of the
 	// run.
@@ -40,7 +48,8 @@ func (c *TrustedCheck) writeMarkdown(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "trusted topic == acked batches == ledger: %s; %d acked batches, missing %d, duplicated %d (extra %d), %d records, "+
-		"not in the ledger %d, not in the trusted topic %d, out of order %d, materializer kills %d, caught up %.1f s after the ledger check\n\n",
+		"not in the ledger %d, not in the trusted topic %d, out of order %d, materializer kills %d, second instance joins %d (slowest %.1f s) and leaves %d, "+
+		"caught up %.1f s after the ledger check\n\n",
 		passText(c.Pass), c.AckedBatches, c.Missing, c.Duplicated, c.Extra, c.Records, c.NotInLedger, c.NotInTrusted,
-		c.OutOfOrder, c.MaterializerKills, c.CatchUpS)
+		c.OutOfOrder, c.MaterializerKills, c.SecondJoins, c.SecondJoinMaxS, c.SecondLeaves, c.CatchUpS)
 }

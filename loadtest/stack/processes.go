@@ -94,6 +94,9 @@ type separate struct {
 	// KillMaterializer restarts it.
 	matMu sync.Mutex
 	mat   *child
+	// second is a trusted-only materializer child of the same group,
+	// started and stopped by ToggleSecondTrusted (nil: not running).
+	second *child
 }
 
 func (sep *separate) setMat(c *child) {
@@ -112,12 +115,14 @@ func (sep *separate) matPID() int {
 	return sep.mat.pid()
 }
 
-// stopMat stops the materializer child of the moment.
+// stopMat stops the materializer children of the moment.
 func (sep *separate) stopMat() {
 	sep.matMu.Lock()
 	defer sep.matMu.Unlock()
-	if sep.mat != nil {
-		sep.mat.stop()
+	for _, c := range []*child{sep.mat, sep.second} {
+		if c != nil {
+			c.stop()
+		}
 	}
 }
 
@@ -308,19 +313,28 @@ func startBroker(ctx context.Context, exe, cfg string) (*child, error) {
 // startMaterializerChild runs `fencegate materialize` on the stack's
 // database and broker and waits for its readiness.
 func startMaterializerChild(ctx context.Context, s *Stack, exe, cfg string) (*child, error) {
+	var sinks []string
+	if s.Trusted {
+		// A static member: the child restarted after a kill takes its
+		// partitions back at once (KillMaterializer).
+		sinks = []string{"--sinks", "postgres,kafka", "--trusted-name", TrustedName, "--trusted-instance-id", "loadtest-materializer"}
+	}
+	if s.LedgerValues != "" {
+		sinks = append(sinks, "--ledger-values", string(s.LedgerValues))
+	}
+	return startMaterializeCommand(ctx, s, exe, cfg, sinks)
+}
+
+// startMaterializeCommand runs `fencegate materialize` with the stack's
+// database, broker and config and the sink flags given, and waits for its
+// readiness.
+func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sinks []string) (*child, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"materialize", "--listen", addr, "--database-url", s.DatabaseURL, "--config", cfg}, kafkaArgs(s.Kafka)...)
-	if s.Trusted {
-		// A static member: the child restarted after a kill takes its
-		// partitions back at once (KillMaterializer).
-		args = append(args, "--sinks", "postgres,kafka", "--trusted-name", TrustedName, "--trusted-instance-id", "loadtest-materializer")
-	}
-	if s.LedgerValues != "" {
-		args = append(args, "--ledger-values", string(s.LedgerValues))
-	}
+	args = append(args, sinks...)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
 	if s.Kafka.SASLPassword != "" {

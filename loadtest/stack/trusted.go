@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"syscall"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -94,6 +95,76 @@ func (s *Stack) KillMaterializer(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return fmt.Errorf("the materializer child did not start again: %w", errors.Join(errs...))
+}
+
+// ToggleSecondTrusted starts a second trusted sink instance (a child
+// `fencegate materialize --sinks kafka`, a dynamic member of the sink's
+// group, no database) when none runs, and waits until the group's
+// cooperative rebalance has given each instance partitions; when one runs
+// it stops it (SIGTERM: the instance leaves the group, and its partitions
+// move back). Separate processes with WithTrusted only. joined says which.
+func (s *Stack) ToggleSecondTrusted(ctx context.Context) (joined bool, err error) {
+	if s.separate == nil || !s.Trusted {
+		return false, errors.New("a second trusted sink needs separate processes and the trusted sink")
+	}
+	sep := s.separate
+	sep.matMu.Lock()
+	second := sep.second
+	sep.second = nil
+	sep.matMu.Unlock()
+	if second != nil {
+		second.stop()
+		return false, nil
+	}
+	c, err := startMaterializeCommand(ctx, s, sep.exe, sep.cfg,
+		[]string{"--sinks", "kafka", "--trusted-name", TrustedName, "--no-checkpoint-mirror"})
+	if err != nil {
+		return false, err
+	}
+	sep.matMu.Lock()
+	sep.second = c
+	sep.matMu.Unlock()
+	return true, s.waitTrustedMembers(ctx, 2)
+}
+
+// waitTrustedMembers waits up to 30 s until the trusted sink's group has
+// n members, each assigned partitions.
+func (s *Stack) waitTrustedMembers(ctx context.Context, n int) error {
+	cm, err := s.Kafka.ConfigMap()
+	if err != nil {
+		return err
+	}
+	cm["enable.metrics.push"] = false
+	admin, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var got int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; wait(ctx, 100*time.Millisecond) {
+		if got = assignedMembers(ctx, admin, s.TrustedGroup()); got >= n {
+			return nil
+		}
+	}
+	return fmt.Errorf("the trusted sink's group has %d members with partitions after 30 s, want %d", got, n)
+}
+
+// assignedMembers counts group's members with partitions assigned (0 on
+// an error).
+func assignedMembers(ctx context.Context, admin *kafka.AdminClient, group string) int {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := admin.DescribeConsumerGroups(dctx, []string{group})
+	if err != nil || len(res.ConsumerGroupDescriptions) != 1 {
+		return 0
+	}
+	n := 0
+	for _, m := range res.ConsumerGroupDescriptions[0].Members {
+		if len(m.Assignment.TopicPartitions) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // restartAttempts bounds KillMaterializer's starts of the new child.
