@@ -18,7 +18,7 @@ func TestMaterializeNamesItsComponentOnce(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	k := kafkatest.Start(t, "shard-output", 16)
-	mf := materializeFlags{listen: freeAddr(t), commonFlags: placementServeFlags(db, k, routeConfig(t, k.Topic, 16)).commonFlags}
+	mf := materializeFlags{listen: "127.0.0.1:0", commonFlags: placementServeFlags(db, k, routeConfig(t, k.Topic, 16)).commonFlags}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil)).With("component", "materializer")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,7 +26,7 @@ func TestMaterializeKafkaSinkNeedsNoLedger(t *testing.T) {
 	k := kafkatest.Start(t, "shard-output", 4)
 	sf := placementServeFlags(db, k, routeConfig(t, k.Topic, 4))
 	addr := startServeFlags(t, sf)
-	mf := materializeFlags{listen: freeAddr(t), sinks: "kafka", trustedName: "trusted", commonFlags: sf.commonFlags, noMirror: true}
+	mf := materializeFlags{listen: "127.0.0.1:0", sinks: "kafka", trustedName: "trusted", commonFlags: sf.commonFlags, noMirror: true}
 	mf.databaseURL = "postgres://nobody@127.0.0.1:1/none" // never dialled
 	startMaterialize(t, mf)
 	call := caller(t, addr)
@@ -100,7 +100,7 @@ func TestMaterializeKafkaSinkServesCheckpoints(t *testing.T) {
 	k := kafkatest.Start(t, "shard-output", 4)
 	sf := placementServeFlags(db, k, routeConfig(t, k.Topic, 4))
 	addr := startServeFlags(t, sf)
-	mf := materializeFlags{listen: freeAddr(t), sinks: "kafka", trustedName: "trusted", commonFlags: sf.commonFlags}
+	mf := materializeFlags{listen: "127.0.0.1:0", sinks: "kafka", trustedName: "trusted", commonFlags: sf.commonFlags}
 	startMaterialize(t, mf)
 	call := caller(t, addr)
 	first := call("POST", "/v1/leases", map[string]any{"name": "shard:1", "owner_id": "w1", "ttl_ms": 30000})
