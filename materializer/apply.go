@@ -365,7 +365,9 @@ func (a *applyTx) judge(s stamped) {
 	switch u.v {
 	case Accepted:
 		if why := a.staged.refuses(u.r.Headers); why != "" {
-			a.reject(u.r, u.st, Malformed, why)
+			// As the receipt of a record Postgres refused (refuse), and
+			// the trusted sink's: none of the record's own fields.
+			a.reject(u.r, barrier.Stamp{Seq: -1}, Malformed, why)
 			return
 		}
 		a.verdicts = append(a.verdicts, j)

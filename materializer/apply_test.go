@@ -126,8 +126,9 @@ func (l *benchLedger) records(sts []barrier.Stamp) []*kafka.Message {
 }
 
 // TestFM30_RefusedChunkAppliedTwiceStaysExact: a chunk holding records
-// Postgres refuses (a NUL in a header value, SQLSTATE 22P05; a batch id
-// too large for the dedup key's index, 54000) is applied in halves: those
+// the ledger cannot keep (a NUL in a header value, refused before
+// Postgres; a batch id too large for the dedup key's index, SQLSTATE
+// 54000, refused by Postgres, so the chunk is applied in halves): those
 // two get malformed receipts with only their place and the cause, every
 // other record the verdict it has in one transaction (a repeat within the
 // chunk is still a duplicate, an unfenced record still unfenced). The
@@ -157,7 +158,7 @@ func TestFM30_RefusedChunkAppliedTwiceStaysExact(t *testing.T) {
 	checkVerdicts(t, m, want)
 	dump := ledgerDump(t, m)
 	for _, line := range []string{
-		fmt.Sprintf("rejected %d malformed    the ledger refused the record: SQLSTATE 22P05", first+1),
+		fmt.Sprintf(`rejected %d malformed    header "h" holds a NUL, which the ledger cannot keep`, first+1),
 		fmt.Sprintf("rejected %d malformed    the ledger refused the record: SQLSTATE 54000", first+3),
 		fmt.Sprintf("rejected %d unfenced %s b 3", first+4, lease),
 	} {

@@ -73,15 +73,16 @@ func (s *stage) keptBytes(row *stagedRow) (key, value []byte, headers any) {
 	return row.r.Key, row.r.Value, row.headers
 }
 
-// refuses says why a record of the generation in force is malformed in
-// this stage's mode beyond the rules (""): a NUL in a header when values
-// are dropped. With values kept, jsonb refuses it (SQLSTATE 22P05) and the
-// record is malformed, and a record's verdict must not depend on the mode
-// (FM72).
+// refuses says why a record of the generation in force is malformed
+// beyond the rules (""): a NUL in a header, which the ledger cannot keep
+// (jsonb refuses it, SQLSTATE 22P05, and values dropped keep no headers to
+// refuse). It is judged here, in both modes, not left to Postgres: a
+// repeat of a key applied earlier in the same chunk never reaches the
+// jsonb cast (qApplyStaged files it a duplicate straight from the stage),
+// so the verdict depended on where a chunk began (FM67 caught the two
+// ledgers differing), and a record's verdict must depend on neither the
+// chunking nor the mode (FM72).
 func (s *stage) refuses(hs []kafka.Header) string {
-	if !s.drop {
-		return ""
-	}
 	return headerNUL(hs)
 }
 
