@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
@@ -22,21 +23,9 @@ func TestTrustedUnderMaterializerKillsShort(t *testing.T) {
 	stk, log := trustedStack(t)
 	sc := trustedScenario()
 	sc.KillMaterializerEvery = 4 * time.Second
-	rep, err := loadtest.Run(context.Background(), stk, sc, loadtest.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + rep.Markdown())
-	tc := rep.Trusted
-	switch {
-	case tc == nil:
-		t.Fatal("the trusted topic was not checked")
-	case !rep.Pass || !tc.Pass:
-		t.Fatalf("the run failed its checks with the materializer killed: %+v", tc)
-	case tc.MaterializerKills < 2:
+	tc := runTrusted(t, stk, sc, log, "with the materializer killed")
+	if tc.MaterializerKills < 2 {
 		t.Fatalf("%d kills, want at least 2", tc.MaterializerKills)
-	case tc.Records == 0 || tc.AckedBatches == 0:
-		t.Fatalf("nothing reached the trusted topic: %+v", tc)
 	}
 }
 
@@ -55,6 +44,17 @@ func TestTrustedUnderRebalancesShort(t *testing.T) {
 	// records.
 	sc.Leases, sc.Rate = 12, 8
 	sc.TrustedRebalanceEvery = 3 * time.Second
+	tc := runTrusted(t, stk, sc, log, "with partitions moving between two instances")
+	if tc.SecondJoins < 1 || tc.SecondLeaves < 1 {
+		t.Fatalf("%d joins and %d leaves of the second instance, want one of each at least", tc.SecondJoins, tc.SecondLeaves)
+	}
+}
+
+// runTrusted runs sc on stk and returns the trusted topic's check, failing
+// the test unless the run and the check passed with records in the
+// topic; under names the fault, for the failure.
+func runTrusted(t *testing.T, stk *stack.Stack, sc loadtest.Scenario, log *slog.Logger, under string) *report.TrustedCheck {
+	t.Helper()
 	rep, err := loadtest.Run(context.Background(), stk, sc, loadtest.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -65,12 +65,11 @@ func TestTrustedUnderRebalancesShort(t *testing.T) {
 	case tc == nil:
 		t.Fatal("the trusted topic was not checked")
 	case !rep.Pass || !tc.Pass:
-		t.Fatalf("the run failed its checks with partitions moving between two instances: %+v", tc)
-	case tc.SecondJoins < 1 || tc.SecondLeaves < 1:
-		t.Fatalf("%d joins and %d leaves of the second instance, want one of each at least", tc.SecondJoins, tc.SecondLeaves)
+		t.Fatalf("the run failed its checks %s: %+v", under, tc)
 	case tc.Records == 0 || tc.AckedBatches == 0:
 		t.Fatalf("nothing reached the trusted topic: %+v", tc)
 	}
+	return tc
 }
 
 // trustedStack is the separate-processes stack with both sinks, this
