@@ -1,0 +1,257 @@
+package kafkatest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/kafkaconn"
+)
+
+// Apache is an Apache Kafka broker (or a three-node cluster) of a test's
+// own, run by deploy/dev/kafka.sh in a directory of the test's: for what
+// the shared broker must not suffer (a SIGKILL, a SIGSTOP, a setting no
+// other test wants). Its processes are stopped when the test ends, and by
+// kafka.sh's watcher when the test binary dies first.
+type Apache struct {
+	*Cluster
+	t      testing.TB
+	dir    string
+	port   int
+	mode   string // "single" or "cluster"
+	config string
+}
+
+// ApacheOptions configure StartApache.
+type ApacheOptions struct {
+	// Nodes is 1 (a combined broker-controller, the default) or 3.
+	Nodes int
+	// Config lines (key=value) written last into every node's
+	// server.properties, so they win over kafka.sh's.
+	Config []string
+}
+
+// Script returns the path of deploy/dev/kafka.sh, found by walking up
+// from the working directory to the repository's go.mod.
+func Script() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			bytes.Contains(b, []byte("module github.com/fencegate/fencegate\n")) {
+			return filepath.Join(dir, "deploy", "dev", "kafka.sh"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("kafkatest: deploy/dev/kafka.sh not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// StartApache starts an Apache Kafka of the test's own with topic made
+// (partitions partitions, the cluster's replication), and stops it when t
+// ends. A broker that cannot start fails t with kafka.sh's reason.
+func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) *Apache {
+	t.Helper()
+	a := &Apache{t: t, mode: "single", config: strings.Join(o.Config, "\n")}
+	if o.Nodes == 3 {
+		a.mode = "cluster"
+	}
+	dir, err := os.MkdirTemp("", "fencegate-kafka-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.dir = dir
+	t.Cleanup(func() {
+		a.run("stop")
+		_ = os.RemoveAll(dir)
+	})
+	var last error
+	for range 3 {
+		a.port = freeBase(a.mode)
+		if last = a.run(a.startVerb()); last == nil {
+			break
+		}
+		if !strings.Contains(last.Error(), "is taken by another process") {
+			t.Fatalf("kafkatest: %v", last)
+		}
+	}
+	if last != nil {
+		t.Fatalf("kafkatest: %v", last)
+	}
+	brokers := a.url()
+	a.Cluster = &Cluster{Brokers: brokers, Conn: kafkaconn.Config{Brokers: brokers}, Topic: topic}
+	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
+		t.Fatalf("kafkatest: %v\n%s", err, a.LogTail(1, 30))
+	}
+	return a
+}
+
+func (a *Apache) startVerb() string {
+	if a.mode == "cluster" {
+		return "cluster"
+	}
+	return "start"
+}
+
+// Start starts the nodes that are not running (after Kill or Stop) and
+// waits until they serve.
+func (a *Apache) Start() {
+	a.t.Helper()
+	if err := a.run(a.startVerb()); err != nil {
+		a.t.Fatalf("kafkatest: %v", err)
+	}
+}
+
+// Kill sends SIGKILL to node n (1-3) and waits for it to end: a crash.
+func (a *Apache) Kill(n int) { a.signalAndWait(n, syscall.SIGKILL) }
+
+// Stop sends SIGTERM to node n and waits for its clean shutdown.
+func (a *Apache) Stop(n int) { a.signalAndWait(n, syscall.SIGTERM) }
+
+// Pause freezes node n with SIGSTOP (a broker in a long GC pause); the
+// returned function resumes it with SIGCONT.
+func (a *Apache) Pause(n int) (resume func()) {
+	a.t.Helper()
+	pid := a.Pid(n)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		a.t.Fatal(err)
+	}
+	return func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+}
+
+// Pid returns node n's process id, failing the test when it is not running.
+func (a *Apache) Pid(n int) int {
+	a.t.Helper()
+	out, err := a.output("pids")
+	if err != nil {
+		a.t.Fatalf("kafkatest: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == strconv.Itoa(n) {
+			pid, _ := strconv.Atoi(f[1])
+			return pid
+		}
+	}
+	a.t.Fatalf("kafkatest: node %d is not running", n)
+	return 0
+}
+
+// BrokerAddr returns node n's broker address.
+func (a *Apache) BrokerAddr(n int) string {
+	return strings.Split(a.Brokers, ",")[n-1]
+}
+
+// LogTail returns the last lines of node n's server log, for a failure
+// message.
+func (a *Apache) LogTail(n, lines int) string {
+	sub := "single"
+	if a.mode == "cluster" {
+		sub = filepath.Join("cluster", "node-"+strconv.Itoa(n))
+	}
+	b, err := os.ReadFile(filepath.Join(a.dir, sub, "server.log"))
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func (a *Apache) signalAndWait(n int, sig syscall.Signal) {
+	a.t.Helper()
+	pid := a.Pid(n)
+	if err := syscall.Kill(pid, sig); err != nil {
+		a.t.Fatal(err)
+	}
+	waitGone(pid)
+}
+
+// waitGone polls until pid no longer runs (the broker is not the test's
+// child, so there is nothing to wait on), for at most a minute.
+func waitGone(pid int) {
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		<-tick.C
+	}
+}
+
+func (a *Apache) url() string {
+	out, _ := a.output("url")
+	return strings.TrimSpace(out)
+}
+
+func (a *Apache) env() []string {
+	return append(os.Environ(),
+		"FENCEGATE_KAFKA_PORT="+strconv.Itoa(a.port),
+		"FENCEGATE_KAFKA_DIR="+a.dir,
+		"FENCEGATE_KAFKA_MODE="+a.mode,
+		"FENCEGATE_KAFKA_HEAP=384m",
+		"FENCEGATE_KAFKA_CONFIG="+a.config,
+		"FENCEGATE_KAFKA_WATCH_PID="+strconv.Itoa(os.Getpid()),
+	)
+}
+
+func (a *Apache) run(verb string) error {
+	_, err := a.output(verb)
+	return err
+}
+
+func (a *Apache) output(verb string) (string, error) {
+	script, err := Script()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("bash", script, verb)
+	cmd.Env = a.env()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kafka.sh %s: %v: %s", verb, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// freeBase picks a base port whose broker and controller ports (those
+// kafka.sh derives for mode) are free now.
+func freeBase(mode string) int {
+	offsets := []int{0, 1}
+	if mode == "cluster" {
+		offsets = []int{100, 101, 102, 200, 201, 202}
+	}
+	for {
+		base := 20000 + rand.IntN(9000)
+		if allFree(base, offsets) {
+			return base
+		}
+	}
+}
+
+func allFree(base int, offsets []int) bool {
+	for _, o := range offsets {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+o))
+		if err != nil {
+			return false
+		}
+		ln.Close()
+	}
+	return true
+}
