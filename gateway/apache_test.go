@@ -1,8 +1,11 @@
 package gateway_test
 
 import (
+	"net/http"
 	"testing"
+	"time"
 
+	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 )
 
@@ -37,4 +40,75 @@ func TestFM74_ApacheBrokerKilledWithTransactionOpen(t *testing.T) {
 		t.Fatalf("batch b1 has %d records read_committed, want 2 (its retry only; the killed transaction's must be aborted)\n%s",
 			n, a.LogTail(1, 20))
 	}
+}
+
+// TestKafkaToolsReadWhatTheGatewayWrote: Kafka's own tools are readers
+// independent of every reader fencegate wrote. On a real Kafka, two
+// generations of a lease write batches (a handover between them); then
+// kafka-console-consumer (read_committed) holds exactly the acknowledged
+// batches' records at their acknowledged offsets, stamped with their
+// lease, token and batch, plus one barrier per generation and nothing
+// else; and kafka-transactions names the lease's transactional id with the
+// producer id and epoch the gateway granted the current generation.
+// librdkafka speaks transaction version 1, so on a TV2 cluster its epoch
+// still stays put across a generation's commits (every data record
+// carries its barrier's epoch: checked by CommitOrder in checkInvariants).
+func TestKafkaToolsReadWhatTheGatewayWrote(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.useKafka(kafkatest.StartReal(t, topic, partitions))
+	r := b.newReplica(nil)
+	name, log := "shard:36", &ackLog{}
+	first := granted(t, r.acquire(t, name, "w1", 30*time.Second))
+	b.mustProduce(t, r, log, name, "w1", first.int("token"), "a", 2)
+	b.mustProduce(t, r, log, name, "w1", first.int("token"), "b", 3)
+	if rep := r.do(t, "DELETE", "/v1/leases/"+name+"?owner_id=w1&token="+itoa(first.int("token")), nil); rep.status != http.StatusNoContent {
+		t.Fatalf("release: %d %s", rep.status, rep.raw)
+	}
+	second := granted(t, r.acquire(t, name, "w2", 30*time.Second))
+	b.mustProduce(t, r, log, name, "w2", second.int("token"), "c", 2)
+	b.checkInvariants(t, name, log)
+
+	recs := kafkatest.ConsoleRead(t, b.kafka.Conn, b.kafka.Topic, b.partitionOf(name))
+	want := map[int64]string{} // offset -> batch
+	for _, a := range log.acked {
+		for _, off := range a.Offsets {
+			want[off] = a.BatchID
+		}
+	}
+	barriers := 0
+	for _, rec := range recs {
+		switch {
+		case rec.Headers[barrier.HeaderBarrier] != "":
+			barriers++
+		case want[rec.Offset] == "" || rec.Headers[barrier.HeaderBatch] != want[rec.Offset] || rec.Headers[barrier.HeaderLease] != name:
+			t.Errorf("console consumer: offset %d batch %q lease %q: not an acknowledged record", rec.Offset, rec.Headers[barrier.HeaderBatch], rec.Headers[barrier.HeaderLease])
+		default:
+			delete(want, rec.Offset)
+		}
+	}
+	if len(want) > 0 || barriers != 2 {
+		t.Fatalf("console consumer read %d records: %d acknowledged ones missing (%v), %d barriers (want 2)", len(recs), len(want), want, barriers)
+	}
+
+	id := b.txnID(name)
+	if !kafkatest.ListTransactions(t, b.kafka.Conn)[id] {
+		t.Fatalf("kafka-transactions list does not name %s", id)
+	}
+	got := kafkatest.DescribeTransaction(t, b.kafka.Conn, id)
+	if got.ProducerID != second.int("producer_id") || int64(got.ProducerEpoch) != second.int("producer_epoch") ||
+		got.ProducerEpoch <= int16(first.int("producer_epoch")) {
+		t.Fatalf("kafka-transactions describe %s: producer %d epoch %d (%s); the gateway granted %d epoch %d (first generation epoch %d)",
+			id, got.ProducerID, got.ProducerEpoch, got.State, second.int("producer_id"), second.int("producer_epoch"), first.int("producer_epoch"))
+	}
+	t.Logf("console consumer: %d records (%d barriers); kafka-transactions: %s producer %d epoch %d %s",
+		len(recs), barriers, id, got.ProducerID, got.ProducerEpoch, got.State)
+}
+
+func granted(t *testing.T, rep reply) reply {
+	t.Helper()
+	if rep.status != http.StatusCreated {
+		t.Fatalf("acquire: %d %s", rep.status, rep.raw)
+	}
+	return rep
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -96,4 +97,56 @@ func (c Config) withClient(fn func(*kgo.Client) error) error {
 	}
 	defer cl.Close()
 	return watch.Explain(c, fn(cl))
+}
+
+// WaitTopicReady polls the metadata until topic has partitions
+// partitions, each with a leader, or ctx ends. Apache Kafka creates a
+// topic asynchronously: CreateTopics answers before every broker knows the
+// partitions, and a client that reads or writes at once is told "unknown
+// partition" (FM75; the embedded broker creates them at once).
+func (c Config) WaitTopicReady(ctx context.Context, topic string, partitions int32) error {
+	return c.withClient(func(cl *kgo.Client) error {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			why := leaders(ctx, cl, topic, partitions)
+			if why == "" {
+				return nil
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return fmt.Errorf("kafka: topic %s not ready: %s: %w", topic, why, ctx.Err())
+			}
+		}
+	})
+}
+
+// leaders returns "" when every partition of topic up to partitions has a
+// leader, or why not.
+func leaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32) string {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err.Error()
+	}
+	if len(resp.Topics) != 1 {
+		return "no metadata"
+	}
+	mt := resp.Topics[0]
+	if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+		return err.Error()
+	}
+	if int32(len(mt.Partitions)) != partitions {
+		return fmt.Sprintf("%d of %d partitions", len(mt.Partitions), partitions)
+	}
+	for _, p := range mt.Partitions {
+		if p.Leader < 0 || p.ErrorCode != 0 {
+			return fmt.Sprintf("partition %d has no leader", p.Partition)
+		}
+	}
+	return ""
 }

@@ -461,6 +461,9 @@ func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, to
 			return fmt.Errorf("trusted sink: create %s: %w", topic, r.Error)
 		}
 	}
+	if err := conn.WaitTopicReady(ctx, topic, partitions); err != nil {
+		return fmt.Errorf("trusted sink: created %s: %w", topic, err)
+	}
 	t.log.Info("trusted sink: created topic", "topic", topic, "partitions", partitions, "compacted", compact)
 	return nil
 }

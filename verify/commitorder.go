@@ -160,9 +160,9 @@ type generation struct {
 //     record of a later generation's committed barrier (a late commit of
 //     an old generation would pass an offset-order check);
 //   - every committed data record follows its own generation's committed
-//     barrier and comes from the producer id and epoch of that barrier:
-//     an epoch that moved inside a generation is a producer no barrier
-//     names.
+//     barrier and comes from that barrier's producer (ownProducer: its
+//     producer id, its epoch or a later one below the next generation's,
+//     as transaction version 2 bumps the epoch at each commit).
 func CommitOrder(log []LogRecord) []Violation {
 	committed, bare := transactions(log)
 	var out []Violation
@@ -192,6 +192,25 @@ func CommitOrder(log []LogRecord) []Violation {
 	return out
 }
 
+// ownProducer reports whether r comes from its generation's producer:
+// the producer id its barrier names, at the barrier's epoch or past it
+// (under Kafka's transaction version 2 the coordinator bumps the epoch at
+// every commit, so one generation's transactions carry growing epochs),
+// and below the epoch of any later generation's barrier of the same
+// producer id (data stamped with an old token by a newer producer is a
+// producer no barrier of that token names).
+func ownProducer(r LogRecord, own generation, gens map[int64]generation) bool {
+	if own.pid != r.ProducerID || r.ProducerEpoch < own.epoch {
+		return false
+	}
+	for token, g := range gens {
+		if barrier.Judge(token, r.Token) == barrier.Stale && g.pid == r.ProducerID && g.epoch <= r.ProducerEpoch {
+			return false
+		}
+	}
+	return true
+}
+
 // judgeCommitted checks one committed data record against the lease's
 // committed barriers.
 func judgeCommitted(r LogRecord, marker int64, gens map[int64]generation) []Violation {
@@ -200,7 +219,7 @@ func judgeCommitted(r LogRecord, marker int64, gens map[int64]generation) []Viol
 	switch {
 	case !ok || own.offset > r.Offset:
 		out = append(out, Violation{"I2", r.Offset, fmt.Sprintf("data of %q token %d without its generation's barrier before it", r.Lease, r.Token)})
-	case own.pid != r.ProducerID || own.epoch != r.ProducerEpoch:
+	case !ownProducer(r, own, gens):
 		out = append(out, Violation{"I2", r.Offset, fmt.Sprintf("data of %q token %d from producer %d epoch %d; its barrier names %d epoch %d",
 			r.Lease, r.Token, r.ProducerID, r.ProducerEpoch, own.pid, own.epoch)})
 	}

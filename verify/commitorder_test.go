@@ -55,7 +55,12 @@ func TestCommitOrder(t *testing.T) {
 		// The case an offset-order check passes: the records of token 1
 		// precede the barrier of token 2, their commit marker follows it.
 		{"old transaction committed after the new barrier", []string{"B1/7.0", "C7", "D1/7.0", "B2/8.0", "C8", "C7"}, "committed at 5, after the barrier of token 2"},
-		{"epoch moved inside a generation", []string{"B1/7.0", "C7", "D1/7.1", "C7"}, "from producer 7 epoch 1; its barrier names 7 epoch 0"},
+		// Transaction version 2: the coordinator bumps the epoch at each
+		// commit, so a generation's later transactions carry later epochs.
+		{"epoch bumped by commits inside a generation (TV2)", []string{"B1/7.0", "C7", "D1/7.1", "C7", "D1/7.2", "C7", "B2/7.4", "C7", "D2/7.5", "C7"}, ""},
+		{"epoch below its barrier's", []string{"B1/7.2", "C7", "D1/7.1", "C7"}, "from producer 7 epoch 1; its barrier names 7 epoch 2"},
+		{"old token from a later generation's producer", []string{"B1/7.0", "C7", "B2/7.3", "C7", "D1/7.3", "C7"}, "from producer 7 epoch 3; its barrier names 7 epoch 0"},
+		{"another producer inside a generation", []string{"B1/7.0", "C7", "D1/8.0", "C8"}, "from producer 8 epoch 0; its barrier names 7 epoch 0"},
 		{"data before its barrier", []string{"D1/7.0", "C7", "B1/7.0", "C7"}, "without its generation's barrier before it"},
 		{"data without a committed barrier", []string{"B1/7.0", "A7", "D1/7.0", "C7"}, "without its generation's barrier"},
 		{"non-transactional record", []string{"B1/7.0", "C7", "N1"}, "non-transactional"},

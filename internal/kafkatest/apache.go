@@ -255,3 +255,25 @@ func allFree(base int, offsets []int) bool {
 	}
 	return true
 }
+
+// EnvApacheBrokers names the shared Apache Kafka broker of `make test`
+// (deploy/dev/kafka.sh start), PLAINTEXT on loopback, for the tests that
+// must run on Apache Kafka whatever the suite's default broker is.
+const EnvApacheBrokers = "FENCEGATE_TEST_APACHE_BROKERS"
+
+// StartReal gives the test its topic on a real Kafka: the external
+// cluster of the environment (make test-external), else the shared Apache
+// Kafka broker of EnvApacheBrokers (make test), else an Apache Kafka of
+// the test's own (StartApache). For the tests whose claim is about the
+// real transaction coordinator (TV2 epochs, Kafka's own tools as
+// readers), which the embedded broker cannot judge.
+func StartReal(t testing.TB, topic string, partitions int32) *Cluster {
+	t.Helper()
+	if External() {
+		return startExternal(t, ExternalConn(t), topic, partitions)
+	}
+	if b := os.Getenv(EnvApacheBrokers); b != "" {
+		return startExternal(t, kafkaconn.Config{Brokers: b}, topic, partitions)
+	}
+	return StartApache(t, topic, partitions, ApacheOptions{}).Cluster
+}

@@ -245,55 +245,10 @@ func CreateTopic(conn kafkaconn.Config, topic string, partitions int32) error {
 		}
 	}
 	// Metadata reaches every broker after the controller answered.
-	if why := waitLeaders(ctx, cl, topic, partitions); why != "" {
-		return fmt.Errorf("topic %s created on %s but not ready: %s", topic, conn, why)
+	if err := conn.WaitTopicReady(ctx, topic, partitions); err != nil {
+		return fmt.Errorf("topic %s created on %s but %w", topic, conn, err)
 	}
 	return nil
-}
-
-// waitLeaders polls the metadata until every partition of topic up to
-// partitions has a leader; it returns "" then, or why not once ctx ends.
-func waitLeaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32) string {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ready, why := leaders(ctx, cl, topic, partitions)
-		if ready {
-			return ""
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return why
-		}
-	}
-}
-
-func leaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32) (bool, string) {
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return false, err.Error()
-	}
-	if len(resp.Topics) != 1 {
-		return false, "no metadata"
-	}
-	mt := resp.Topics[0]
-	if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
-		return false, err.Error()
-	}
-	if int32(len(mt.Partitions)) != partitions {
-		return false, fmt.Sprintf("%d of %d partitions", len(mt.Partitions), partitions)
-	}
-	for _, p := range mt.Partitions {
-		if p.Leader < 0 || p.ErrorCode != 0 {
-			return false, fmt.Sprintf("partition %d has no leader", p.Partition)
-		}
-	}
-	return true, ""
 }
 
 // DeleteTopic deletes topic; one already gone is no error.

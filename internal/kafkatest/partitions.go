@@ -34,8 +34,8 @@ func GrowTopic(conn kafkaconn.Config, topic string, partitions int32) error {
 			return fmt.Errorf("grow topic %s to %d partitions: %w", topic, partitions, err)
 		}
 	}
-	if why := waitLeaders(ctx, cl, topic, partitions); why != "" {
-		return fmt.Errorf("topic %s grown to %d partitions but not ready: %s", topic, partitions, why)
+	if err := conn.WaitTopicReady(ctx, topic, partitions); err != nil {
+		return fmt.Errorf("topic %s grown to %d partitions but %w", topic, partitions, err)
 	}
 	return nil
 }
