@@ -4,6 +4,9 @@ PG := deploy/dev/pg.sh
 PROM := deploy/dev/prom.sh
 # HAProxy for the balanced-replicas test and loadtest --balancer haproxy.
 HAPROXY := deploy/dev/haproxy.sh
+# Apache Kafka 4.4 from Maven Central: the single broker every landing is
+# judged on, and the test's own brokers and three-node clusters.
+KAFKA := deploy/dev/kafka.sh
 # Packaging checks without a container engine or cluster (compose, systemd, k8s schemas).
 LINT_DEPLOY := deploy/check/lint-deploy.sh
 # The dependency scan (govulncheck; says NOT SCANNED when it has no database).
@@ -15,7 +18,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: vulncheck lint-deploy help test test-external lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
+.PHONY: vulncheck lint-deploy help test test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} \
@@ -25,14 +28,21 @@ help: ## list the targets
 build: ## build bin/fencegate
 	$(GO) build -o bin/fencegate ./cmd/fencegate
 
-test: ## run the whole suite with -race (installs and starts the throwaway Postgres, installs Prometheus and HAProxy, tests the alert rules)
+test: ## run the whole suite with -race: on the embedded broker, then the Kafka-facing packages again on Apache Kafka (installs and starts the throwaway Postgres and Apache Kafka, installs Prometheus and HAProxy, tests the alert rules)
 	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
+	@$(KAFKA) start
 	@$(PROM) check
 	@$(HAPROXY) install
 	@$(LINT_DEPLOY)
-	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
+	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" $(APACHE_ENV) \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" $(APACHE_ENV) \
+		FENCEGATE_TEST_KAFKA_BROKERS="$$($(KAFKA) url)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(EXTERNAL_PKGS)
 	cd client && $(GO) test -race -count=1 ./... # the SDK is its own module: ./... above does not enter it
+
+# The shared Apache Kafka broker of make test (kafkatest.StartReal) and its
+# log, shown when a test finds it dead.
+APACHE_ENV = FENCEGATE_TEST_APACHE_BROKERS="$$($(KAFKA) url)" FENCEGATE_TEST_APACHE_LOG="$$($(KAFKA) log)"
 
 # The packages whose tests run against an external Kafka (make test-external),
 # one package at a time (-p 1): every test shares the one cluster.
@@ -102,11 +112,25 @@ loadtest-freeze: ## two gateway replicas as processes, one frozen with SIGSTOP e
 	$(GO) run ./cmd/fencegate loadtest --embedded --freeze-replica-every 5s --duration 60s --direct=false --naive=false \
 		--json loadtest-freeze-report.json --html loadtest-freeze-report.html
 
+run-kafka: ## make run on Apache Kafka instead of the embedded broker (starts deploy/dev/kafka.sh's broker on 127.0.0.1:9192; the first start fetches Kafka with Maven)
+	@$(PG) start
+	@$(KAFKA) start
+	$(GO) run ./cmd/fencegate dev --kafka-brokers "$$($(KAFKA) url)" $(ARGS)
+
 pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
 	@$(PG) start
 
 pg-stop: ## stop the throwaway Postgres
 	@$(PG) stop
+
+kafka-start: ## start the throwaway Apache Kafka broker (127.0.0.1:9192; deploy/dev/kafka.sh)
+	@$(KAFKA) start
+
+kafka-cluster: ## start the throwaway three-node Apache Kafka cluster (127.0.0.1:9292-9294)
+	@$(KAFKA) cluster
+
+kafka-stop: ## stop every throwaway Apache Kafka node
+	@$(KAFKA) stop
 
 alerts: ## promtool check and unit tests of deploy/prometheus/alerts.yaml (installs Prometheus when missing)
 	@$(PROM) check

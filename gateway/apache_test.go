@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 )
 
@@ -111,4 +113,97 @@ func granted(t *testing.T, rep reply) reply {
 		t.Fatalf("acquire: %d %s", rep.status, rep.raw)
 	}
 	return rep
+}
+
+// expiringBroker is an Apache Kafka whose coordinator forgets a
+// transactional id after 2 s idle (default 7 days) and whose partitions
+// forget a producer id as fast, checked every half second.
+func expiringBroker(t *testing.T) (*testBundle, *kafkatest.Apache) {
+	return apacheBundle(t, kafkatest.ApacheOptions{Config: []string{
+		"transactional.id.expiration.ms=2000",
+		"transaction.remove.expired.transaction.cleanup.interval.ms=500",
+		"producer.id.expiration.ms=2000",
+		"producer.id.expiration.check.interval.ms=500",
+	}})
+}
+
+// TestFM76_ExpiredTransactionalIDKeepsTheFence: on a broker set to forget
+// idle transactional ids after 2 s (transactional.id.expiration.ms, 7 days
+// by default), what fencegate relies on still holds:
+//
+//   - parked: a parked lease's id is forgotten; its next batch is answered
+//     not_holder, the worker's new generation runs InitProducerId on the
+//     forgotten id (a new producer id, epoch 0: no older epoch to bump)
+//     and commits the batch;
+//   - zombie idle: a frozen replica keeps a live producer of generation 1
+//     while its id is forgotten and generation 2 takes the lease; its next
+//     batch is refused, nothing of it committed;
+//   - zombie mid-commit: the same with generation 1's records sent into an
+//     open transaction (aborted by the coordinator at its timeout, then
+//     forgotten) before the takeover; its commit is refused.
+//
+// The broker never reuses a producer id, so a producer of a forgotten id
+// is refused by the coordinator (the id now maps to another producer, or
+// to none) and by the partitions' transaction verification: the fence
+// holds without the epoch bump. docs/failure-modes.md FM76 says so, with
+// the limit.
+func TestFM76_ExpiredTransactionalIDKeepsTheFence(t *testing.T) {
+	t.Parallel()
+	b, _ := expiringBroker(t)
+	t.Run("parked", func(t *testing.T) { expiredWhileParked(t, b) })
+	t.Run("zombie idle", func(t *testing.T) { expiredUnderZombie(t, b, "shard:761", gateway.HookAdmitted) })
+	t.Run("zombie mid-commit", func(t *testing.T) { expiredUnderZombie(t, b, "shard:762", gateway.HookBeforeCommit) })
+}
+
+func expiredWhileParked(t *testing.T, b *testBundle) {
+	r := b.newReplica(func(c *gateway.Config) { c.ParkAfter = 200 * time.Millisecond })
+	w := &faultedWorker{t: t, b: b, r: r, name: "shard:760", log: &ackLog{}}
+	first := granted(t, r.acquire(t, w.name, "w1", 30*time.Second))
+	w.token = first.int("token")
+	w.write("b0")
+	kafkatest.WaitForgotten(t, b.kafka.Conn, b.txnID(w.name))
+	rep := r.produce(t, w.name, "w1", w.token, "b1", 2)
+	w.answers = append(w.answers, answer{batch: "b1", token: w.token, status: rep.status, code: rep.code()})
+	if rep.code() != "not_holder" {
+		t.Fatalf("first batch of a parked lease whose id was forgotten: %d %s, want not_holder", rep.status, rep.raw)
+	}
+	w.regenerate()
+	w.write("b1")
+	b.truthful(t, w.name, b.checkInvariants(t, w.name, w.log), w.answers)
+}
+
+// expiredUnderZombie freezes replica A's produce at hook (its clock
+// stopped, so it never ends the session), waits until the broker forgot
+// the lease's transactional id, lets replica B take the lease, then
+// resumes A: the broker must refuse A's batch.
+func expiredUnderZombie(t *testing.T, b *testBundle, lease string, hook gateway.Hook) {
+	gate := newGate(hook, lease)
+	a := b.newReplica(func(c *gateway.Config) {
+		hooks(gate)(c)
+		c.ParkAfter = gateway.ParkNever
+		c.Kafka.TransactionTimeoutMS = 2000
+	})
+	bb := b.newReplica(nil)
+	log := &ackLog{}
+	old := a.mustAcquire(t, lease, "w-old", 6*time.Second)
+	gate.armed.Store(false)
+	b.mustProduce(t, a, log, lease, "w-old", old, "before", 1)
+	gate.armed.Store(true)
+	a.clock.freeze()
+	done := make(chan reply, 1)
+	go func() { done <- a.produce(t, lease, "w-old", old, "zombie", 3) }()
+	gate.wait(t)
+	kafkatest.WaitForgotten(t, b.kafka.Conn, b.txnID(lease))
+	fresh := b.takeover(t, bb, lease, "w-new")
+	b.mustProduce(t, bb, log, lease, "w-new", fresh, "new-owner", 2)
+	gate.open()
+	rep := <-done
+	if rep.status == http.StatusOK {
+		t.Fatalf("the zombie's batch after its id was forgotten: %d %s, want a refusal", rep.status, rep.raw)
+	}
+	t.Logf("the zombie's batch: %d %s (%s)", rep.status, rep.code(), client.ProduceOutcome(rep.status, rep.code()))
+	recs := b.checkInvariants(t, lease, log)
+	if n := dataOf(recs, old); n != 1 {
+		t.Fatalf("%d records of the old generation are committed, want 1 (its batch before the freeze)", n)
+	}
 }

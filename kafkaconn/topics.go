@@ -150,3 +150,35 @@ func leaders(ctx context.Context, cl *kgo.Client, topic string, partitions int32
 	}
 	return ""
 }
+
+// CreateTopic creates topic with partitions partitions, the brokers'
+// default replication and configs (nil: the brokers' defaults), and waits
+// until it is ready (WaitTopicReady). A topic that exists already is no
+// error; the caller checks its partitions when they matter.
+func (c Config) CreateTopic(ctx context.Context, topic string, partitions int32, configs map[string]string) error {
+	err := c.withClient(func(cl *kgo.Client) error {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, -1
+		for k, v := range configs {
+			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+			cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+			rt.Configs = append(rt.Configs, cfg)
+		}
+		req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30000
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		for _, rt := range resp.Topics {
+			if err := kerr.ErrorForCode(rt.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+	}
+	return c.WaitTopicReady(ctx, topic, partitions)
+}

@@ -433,36 +433,18 @@ func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, to
 		if have != partitions {
 			return fmt.Errorf("trusted sink: topic %s has %d partitions, its lease topic %d: grow it to %d (kafka-topics --alter --partitions)", topic, have, partitions, partitions)
 		}
-		return nil
+		// Another instance may have created it a moment ago (FM75).
+		return conn.WaitTopicReady(ctx, topic, partitions)
 	}
 	if !errors.Is(err, kafkaconn.ErrNoTopic) {
 		return fmt.Errorf("trusted sink: %w", err)
 	}
-	cm, err := conn.ConfigMap()
-	if err != nil {
-		return err
-	}
-	cm["enable.metrics.push"] = false
-	admin, err := kafka.NewAdminClient(&cm)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	spec := kafka.TopicSpecification{Topic: topic, NumPartitions: int(partitions), ReplicationFactor: -1}
+	var configs map[string]string
 	if compact {
-		spec.Config = map[string]string{"cleanup.policy": "compact"}
+		configs = map[string]string{"cleanup.policy": "compact"}
 	}
-	res, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{spec})
-	if err != nil {
-		return fmt.Errorf("trusted sink: create %s: %w", topic, err)
-	}
-	for _, r := range res {
-		if r.Error.Code() != kafka.ErrNoError && r.Error.Code() != kafka.ErrTopicAlreadyExists {
-			return fmt.Errorf("trusted sink: create %s: %w", topic, r.Error)
-		}
-	}
-	if err := conn.WaitTopicReady(ctx, topic, partitions); err != nil {
-		return fmt.Errorf("trusted sink: created %s: %w", topic, err)
+	if err := conn.CreateTopic(ctx, topic, partitions, configs); err != nil {
+		return fmt.Errorf("trusted sink: %w", err)
 	}
 	t.log.Info("trusted sink: created topic", "topic", topic, "partitions", partitions, "compacted", compact)
 	return nil

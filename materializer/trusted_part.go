@@ -2,6 +2,7 @@ package materializer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -160,7 +161,7 @@ func (t *TrustedSink) restore(ctx context.Context, key partitionKey) (*partState
 	}
 	defer c.Close()
 	deadline := time.Now().Add(t.cfg.RestoreTimeout)
-	_, high, err := c.QueryWatermarkOffsets(stateTopic, key.partition, int(t.cfg.RestoreTimeout.Milliseconds()))
+	high, err := stateEnd(c, stateTopic, key.partition, deadline)
 	if err != nil {
 		return nil, fmt.Errorf("trusted sink: state %s/%d: %w", stateTopic, key.partition, err)
 	}
@@ -171,6 +172,32 @@ func (t *TrustedSink) restore(ctx context.Context, key partitionKey) (*partState
 	}
 	s.restored()
 	return s, nil
+}
+
+// stateEnd returns the high watermark of the state partition, asking
+// again until deadline while the broker answers that it does not lead it
+// yet: Apache Kafka elects a new topic's leaders after CreateTopics
+// answers, and moves them (FM75); only the embedded broker never does.
+func stateEnd(c *kafka.Consumer, topic string, partition int32, deadline time.Time) (int64, error) {
+	for {
+		_, high, err := c.QueryWatermarkOffsets(topic, partition, int(time.Until(deadline).Milliseconds()))
+		var kerr kafka.Error
+		if err == nil || !errors.As(err, &kerr) || !leaderMoving(kerr.Code()) || time.Now().After(deadline) {
+			return high, err
+		}
+		time.Sleep(50 * time.Millisecond) // a backoff between two questions
+	}
+}
+
+// leaderMoving reports whether code says a partition's leader is not
+// known or not settled yet: a state worth asking again about.
+func leaderMoving(code kafka.ErrorCode) bool {
+	switch code {
+	case kafka.ErrNotLeaderForPartition, kafka.ErrLeaderNotAvailable, kafka.ErrUnknownPartition,
+		kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+		return true
+	}
+	return false
 }
 
 // readState applies the state records of stateTopic/partition below high.

@@ -374,7 +374,11 @@ func TestFM55_ZombieSinkFencedByTheBroker(t *testing.T) {
 	defer cancel()
 	zdone := make(chan error, 1)
 	go func() { zdone <- zombie.Run(ctx) }()
-	<-frozen
+	select {
+	case <-frozen:
+	case err := <-zdone:
+		t.Fatalf("the zombie stopped before its first commit: %v", err)
+	}
 	next := b.newTrusted("zombie", nil, quick)
 	if err := b.runTrustedUntil(next, 1, last); err != nil {
 		t.Fatal(err)

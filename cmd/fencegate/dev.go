@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	_ "embed"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencegate/fencegate/fileconfig"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/materializer/schema"
 )
 
@@ -51,7 +54,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	db.DefValue, db.Usage = devDatabaseURL, "Postgres URL of dev's own database: created and marked by dev when missing; "+
 		"a database dev did not create is refused, never cleared"
 	_ = db.Value.Set(devDatabaseURL)
-	fs.Lookup("kafka-brokers").Usage = "not used by dev: its gateway and materializer use the development broker at --kafka-listen"
+	fs.Lookup("kafka-brokers").Usage = "a real Kafka instead of the embedded broker (make run-kafka: Apache Kafka of deploy/dev/kafka.sh); " +
+		"dev creates the routed topics there when missing (default: the embedded broker at --kafka-listen)"
 	fs.Lookup("config").Usage = "routes and clients YAML file (empty: the development file built into the binary, " +
 		"the same as deploy/dev/fencegate.yaml)"
 	var kafkaListen, matListen, sinks *string
@@ -78,7 +82,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := newLogger(stderr, f.logJSON)
 	if *join {
-		return joinDev(ctx, f, *kafkaListen, log)
+		if !isSet(fs, "kafka-brokers") {
+			f.brokers = *kafkaListen
+		}
+		return joinDev(ctx, f, log)
 	}
 	raw, err := f.readConfig()
 	if err != nil {
@@ -91,14 +98,21 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := resetDevDatabase(ctx, f.databaseURL, log); err != nil {
 		return err
 	}
-	cluster, err := startDevBroker(*kafkaListen, fc)
-	if err != nil {
-		return err
+	if isSet(fs, "kafka-brokers") {
+		if err := ensureDevTopics(ctx, f.kafkaConn(), fc); err != nil {
+			return err
+		}
+		log.Info("dev on the Kafka of --kafka-brokers, not the embedded broker", "brokers", f.brokers)
+	} else {
+		cluster, err := startDevBroker(*kafkaListen, fc)
+		if err != nil {
+			return err
+		}
+		defer cluster.Close()
+		f.brokers = *kafkaListen
+		log.Warn("DEVELOPMENT BROKER: kfake from franz-go, in-process, NOT Apache Kafka; for development and tests only",
+			"addr", *kafkaListen)
 	}
-	defer cluster.Close()
-	f.brokers = *kafkaListen
-	log.Warn("DEVELOPMENT BROKER: kfake from franz-go, in-process, NOT Apache Kafka; for development and tests only",
-		"addr", *kafkaListen)
 	mf := materializeFlags{commonFlags: f.commonFlags, listen: *matListen, sinks: *sinks}
 	mf.migrate = false
 	g, gctx := errgroup.WithContext(ctx)
@@ -109,13 +123,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // joinDev runs a second gateway replica of a running `fencegate dev`: its
 // own replica name (the default one gets the listen port), dev's broker
-// and database, nothing reset.
-func joinDev(ctx context.Context, f serveFlags, kafkaListen string, log *slog.Logger) error {
+// (f.brokers) and database, nothing reset.
+func joinDev(ctx context.Context, f serveFlags, log *slog.Logger) error {
 	if _, port, err := net.SplitHostPort(f.listen); err == nil && f.replica == defaultReplica() {
 		f.replica += "-" + port
 	}
-	f.brokers, f.migrate = kafkaListen, false
-	log.Info("joining fencegate dev as another replica", "replica", f.replica, "kafka", kafkaListen)
+	f.migrate = false
+	log.Info("joining fencegate dev as another replica", "replica", f.replica, "kafka", f.brokers)
 	return serve(ctx, f, log.With("component", "gateway"), nil)
 }
 
@@ -150,6 +164,34 @@ func resetDevDatabase(ctx context.Context, url string, log *slog.Logger) error {
 	}
 	log.Info("development broker is empty: materializer state, route placements and rollout states cleared "+
 		"(fences, ledger, positions, placements, rollout states)", "database", name)
+	return nil
+}
+
+// isSet reports whether flag name was given, on the command line or in
+// its environment variable.
+func isSet(fs *cmdFlags, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// ensureDevTopics creates every routed topic on a real Kafka with the
+// config's partitions, and refuses one that exists with another count.
+func ensureDevTopics(ctx context.Context, conn kafkaconn.Config, fc fileconfig.File) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, r := range fc.Routes {
+		if err := conn.CreateTopic(ctx, r.Topic, r.Partitions, nil); err != nil {
+			return err
+		}
+		n, err := conn.TopicPartitions(ctx, r.Topic)
+		if err != nil {
+			return err
+		}
+		if n != r.Partitions {
+			return fmt.Errorf("topic %s on %s has %d partitions, the development config's route %q %d", r.Topic, conn, n, r.Pattern, r.Partitions)
+		}
+	}
 	return nil
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Apache Kafka (KRaft) for development, tests and CI, in the manner of pg.sh.
 #
-#   deploy/dev/kafka.sh install|start|cluster|stop|status|url|pids|tool
+#   deploy/dev/kafka.sh install|start|cluster|stop|status|url|log|pids|tool
 #
 # install  fetches the pinned broker and tools jars with Maven
 #          (deploy/dev/kafka/pom.xml; Maven checks their checksums and
@@ -19,6 +19,7 @@
 #          mode given in FENCEGATE_KAFKA_MODE (single|cluster|all; default all).
 # status   exit 0 when the mode's nodes all run, 1 otherwise.
 # url      prints the bootstrap servers of the mode (single by default).
+# log      prints the path of the mode's (first) node's server log.
 # pids     prints "node-id pid" for each running node of the mode.
 # tool     runs one of Kafka's own command-line tools by class or short
 #          name: console-consumer, transactions, producer-perf, topics,
@@ -354,6 +355,7 @@ case "${1:-}" in
       echo "running: $(url_of "$m")"
     done ;;
   url) for m in $(modes single); do url_of "$m"; done ;;
+  log) for m in $(modes single); do echo "$(node_dir "$m" 1)/server.log"; done ;;
   pids)
     for m in $(modes single); do
       for n in $(nodes_of "$m"); do
@@ -361,5 +363,5 @@ case "${1:-}" in
       done
     done ;;
   tool) shift; tool "$@" ;;
-  *) echo "usage: $0 install|start|cluster|stop|status|url|pids|tool" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|cluster|stop|status|url|log|pids|tool" >&2; exit 2 ;;
 esac

@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/kafkaconn"
 )
@@ -276,4 +280,38 @@ func StartReal(t testing.TB, topic string, partitions int32) *Cluster {
 		return startExternal(t, kafkaconn.Config{Brokers: b}, topic, partitions)
 	}
 	return StartApache(t, topic, partitions, ApacheOptions{}).Cluster
+}
+
+// WaitForgotten polls DescribeTransactions until the coordinator no
+// longer knows transactional id id (transactional.id.expiration.ms has
+// passed since its last transaction), failing t after a minute.
+func WaitForgotten(t testing.TB, conn kafkaconn.Config, id string) {
+	t.Helper()
+	cl, err := client(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	state := ""
+	for {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{id}
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && len(resp.TransactionStates) == 1 {
+			s := resp.TransactionStates[0]
+			if errors.Is(kerr.ErrorForCode(s.ErrorCode), kerr.TransactionalIDNotFound) {
+				return
+			}
+			state = fmt.Sprintf("%s (producer %d epoch %d)", s.State, s.ProducerID, s.ProducerEpoch)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("the coordinator still knows %s after a minute: %s %v", id, state, err)
+		}
+	}
 }

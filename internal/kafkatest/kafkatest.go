@@ -223,30 +223,11 @@ func startExternal(t testing.TB, conn kafkaconn.Config, topic string, partitions
 // CreateTopic creates topic with partitions partitions and the brokers'
 // default replication, and waits until every partition has a leader.
 func CreateTopic(conn kafkaconn.Config, topic string, partitions int32) error {
-	cl, err := client(conn)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, -1
-	req.Topics, req.TimeoutMillis = append(req.Topics, rt), 30000
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("create topic %s on %s: %w", topic, conn, conn.Explain(err))
-	}
-	for _, rt := range resp.Topics {
-		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
-			return fmt.Errorf("create topic %s on %s: %w (the test principal needs Create, Describe, Read, Write and Delete on topics prefixed %s)",
-				topic, conn, err, topicPrefix())
-		}
-	}
-	// Metadata reaches every broker after the controller answered.
-	if err := conn.WaitTopicReady(ctx, topic, partitions); err != nil {
-		return fmt.Errorf("topic %s created on %s but %w", topic, conn, err)
+	if err := conn.CreateTopic(ctx, topic, partitions, nil); err != nil {
+		return fmt.Errorf("%w on %s (the test principal needs Create, Describe, Read, Write and Delete on topics prefixed %s)",
+			conn.Explain(err), conn, topicPrefix())
 	}
 	return nil
 }
