@@ -105,14 +105,14 @@ func (g *tv2Generation) commit(epoch int16, recs ...*kgo.Record) {
 	g.epochs = append(g.epochs, epoch)
 }
 
-// TestTV2ProducerOutputJudgedOnApacheKafka: on Apache Kafka (transaction
+// TestFM77_TV2ProducerOutputJudgedOnApacheKafka: on Apache Kafka (transaction
 // version 2 on, as a new 4.x cluster formats it), two generations of one
 // lease written by a TV2 client: the epochs move at every commit inside a
 // generation. The commit-order checker accepts those bumps (and, in its
 // unit cases, still refuses an older generation's token from a newer
 // producer), and the materializer keeps every batch and refuses nothing.
 // This is the output librdkafka will write the day it speaks TV2.
-func TestTV2ProducerOutputJudgedOnApacheKafka(t *testing.T) {
+func TestFM77_TV2ProducerOutputJudgedOnApacheKafka(t *testing.T) {
 	t.Parallel()
 	b := setupOn(t, kafkatest.StartReal(t, topic, partitions))
 	lease := "shard:tv2"

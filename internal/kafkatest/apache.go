@@ -70,6 +70,11 @@ func Script() (string, error) {
 // ends. A broker that cannot start fails t with kafka.sh's reason.
 func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) *Apache {
 	t.Helper()
+	if External() {
+		// make test runs it in its first pass; an external cluster's pass
+		// is about that cluster.
+		t.Skip("starts an Apache Kafka of its own: runs without " + EnvBrokers)
+	}
 	a := &Apache{t: t, mode: "single", config: strings.Join(o.Config, "\n")}
 	if o.Nodes == 3 {
 		a.mode = "cluster"
@@ -80,6 +85,9 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 	}
 	a.dir = dir
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the test's Apache Kafka, last lines of node 1's log:\n%s", a.LogTail(1, 20))
+		}
 		a.run("stop")
 		_ = os.RemoveAll(dir)
 	})
@@ -314,4 +322,29 @@ func WaitForgotten(t testing.TB, conn kafkaconn.Config, id string) {
 			t.Fatalf("the coordinator still knows %s after a minute: %s %v", id, state, err)
 		}
 	}
+}
+
+// EnvApacheLog is the server log of the shared broker of EnvApacheBrokers.
+const EnvApacheLog = "FENCEGATE_TEST_APACHE_LOG"
+
+// explainDeadBroker adds, to a failed test, the last lines of the shared
+// broker's log when the broker no longer answers: a test that failed
+// because the broker died says so.
+func explainDeadBroker(t testing.TB, brokers string) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := (kafkaconn.Config{Brokers: brokers}).Probe(ctx); err == nil {
+		return
+	}
+	b, err := os.ReadFile(os.Getenv(EnvApacheLog))
+	if err != nil {
+		t.Logf("the shared Apache Kafka at %s does not answer; its log (%s=%q): %v", brokers, EnvApacheLog, os.Getenv(EnvApacheLog), err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	t.Logf("the shared Apache Kafka at %s does not answer; the last lines of %s:\n%s", brokers, os.Getenv(EnvApacheLog),
+		strings.Join(lines[max(0, len(lines)-20):], "\n"))
 }

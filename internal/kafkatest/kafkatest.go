@@ -209,6 +209,9 @@ func startExternal(t testing.TB, conn kafkaconn.Config, topic string, partitions
 	_, _ = rand.Read(b)
 	c := &Cluster{Brokers: conn.Brokers, Conn: conn, suffix: hex.EncodeToString(b)}
 	c.Topic = prefix + topic + "." + c.suffix
+	if os.Getenv(EnvApacheLog) != "" {
+		t.Cleanup(func() { explainDeadBroker(t, conn.Brokers) })
+	}
 	if err := CreateTopic(conn, c.Topic, partitions); err != nil {
 		t.Fatalf("kafkatest: %v", err)
 	}
