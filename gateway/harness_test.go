@@ -241,9 +241,19 @@ func (r *replica) doAs(t testing.TB, token, method, path string, body any) reply
 // send sends req and decodes the answer.
 func send(t testing.TB, req *http.Request) reply {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
+	out, err := trySend(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	return out
+}
+
+// trySend is send for a goroutine other than the test's: a transport
+// error is returned, not fatal.
+func trySend(req *http.Request) (reply, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -251,7 +261,7 @@ func send(t testing.TB, req *http.Request) reply {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	_ = dec.Decode(&out.body)
-	return out
+	return out, nil
 }
 
 // rawBinary is a body sent as-is with the binary batch's content type.

@@ -194,7 +194,7 @@ run_java() {
 format_node() {
   local d="$1" id="$2" out
   [ -f "$d/data/meta.properties" ] && return 0
-  if ! out="$(run_java "$d" kafka.tools.StorageTool format -t "$id" -c "$d/server.properties" \
+  if ! out="$(run_java "$d" kafka.tools.StorageTool format "--cluster-id=$id" -c "$d/server.properties" \
     --feature transaction.version=2 2>&1)"; then
     echo "$out" | tail -n 20 >&2
     die "formatting $d/data failed (above)"
@@ -212,6 +212,7 @@ launch() {
   local d="$1" jb
   jb="$(java_bin)"
   : >"$d/server.log"
+  rm -f "$d/kafka.pid" # a killed node's stale pid would pass for the new one's
   [ "$(id -u)" -eq 0 ] && chown -R "$osuser" "$d"
   # exec keeps the shell's pid, so the pid file names the JVM itself.
   local runner=()

@@ -1,0 +1,365 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/verify"
+)
+
+// The three-node Apache Kafka cluster under faults (issue 39): brokers
+// killed, paused past their session, restarted in turn, the active
+// controller moved, while workers write and hand their leases over. Every
+// round is judged by the history checker and by Kafka's own console
+// consumer.
+
+// clusterTTL is the workers' lease TTL: every lease must be served again
+// within one TTL of a fault's end.
+const clusterTTL = 10 * time.Second
+
+// loadWorker writes batches to one lease from a goroutine of its own, the
+// way the answer table says (the same batch id after an unknown outcome,
+// a new generation after generation_ended or not_holder, a new lease
+// after lease_lost or fenced), and hands the lease over (release, then
+// acquire) every handoverEvery batches. Transport errors and refusals are
+// answers like any other; nothing in it calls t.Fatal.
+type loadWorker struct {
+	r     *replica
+	name  string
+	owner string
+	token int64
+
+	mu      sync.Mutex
+	answers []answer
+	log     ackLog
+	written int       // batches committed
+	lastOK  time.Time // the last 200
+}
+
+const handoverEvery = 8
+
+func (w *loadWorker) run(ctx context.Context, t *testing.T) {
+	for n := 0; ctx.Err() == nil; n++ {
+		if n > 0 && n%handoverEvery == 0 {
+			w.handover(ctx)
+		}
+		w.commit(ctx, t, fmt.Sprintf("%s-b%d", w.owner, n))
+	}
+}
+
+// commit sends batch until it is committed or ctx ends.
+func (w *loadWorker) commit(ctx context.Context, t *testing.T, batch string) {
+	for ctx.Err() == nil {
+		rep, err := w.post("POST", "/v1/leases/"+w.name+"/records", batchBody(w.owner, w.token, batch, 2))
+		a := answer{batch: batch, token: w.token, status: rep.status, code: rep.code()}
+		if err == nil && rep.status == http.StatusOK {
+			var res struct {
+				Offsets []int64 `json:"offsets"`
+			}
+			if jerr := json.Unmarshal(rep.raw, &res); jerr != nil || len(res.Offsets) == 0 {
+				t.Errorf("%s batch %s: 200 without offsets: %s", w.name, batch, rep.raw)
+			}
+			a.offsets = res.Offsets
+			w.record(a, &verify.Batch{Lease: w.name, Token: w.token, BatchID: batch, Offsets: res.Offsets})
+			return
+		}
+		w.record(a, nil)
+		switch rep.code() {
+		case "generation_ended", "not_holder":
+			w.acquire(ctx, w.token)
+		case "lease_lost", "fenced":
+			w.acquire(ctx, 0)
+		default:
+			pause(ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+func (w *loadWorker) record(a answer, acked *verify.Batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.answers = append(w.answers, a)
+	if acked != nil {
+		w.log.acked = append(w.log.acked, *acked)
+		w.written++
+		w.lastOK = time.Now()
+	}
+}
+
+// handover releases the lease and takes it again: a new generation, an
+// epoch bump, on whatever broker now coordinates it.
+func (w *loadWorker) handover(ctx context.Context) {
+	_, _ = w.post("DELETE", fmt.Sprintf("/v1/leases/%s?owner_id=%s&token=%d", w.name, w.owner, w.token), nil)
+	w.acquire(ctx, 0)
+}
+
+// acquire asks for a new generation (of token, or a fresh acquire with 0)
+// until one is granted or ctx ends.
+func (w *loadWorker) acquire(ctx context.Context, token int64) {
+	for ctx.Err() == nil {
+		body := map[string]any{"name": w.name, "owner_id": w.owner, "ttl_ms": clusterTTL.Milliseconds()}
+		if token > 0 {
+			body["token"] = token
+		}
+		rep, err := w.post("POST", "/v1/leases", body)
+		if err == nil && rep.status == http.StatusCreated {
+			w.mu.Lock()
+			w.token = rep.int("token")
+			w.mu.Unlock()
+			return
+		}
+		if rep.code() == "lease_lost" {
+			token = 0
+		}
+		pause(ctx, 100*time.Millisecond)
+	}
+}
+
+func (w *loadWorker) post(method, path string, body any) (reply, error) {
+	var raw []byte
+	if body != nil {
+		raw, _ = json.Marshal(body)
+	}
+	req, err := http.NewRequest(method, w.r.srv.URL+path, bytes.NewReader(raw))
+	if err != nil {
+		return reply{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+devToken)
+	req.Header.Set("Content-Type", "application/json")
+	return trySend(req)
+}
+
+// status returns how many batches were committed and when the last was.
+func (w *loadWorker) status() (int, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written, w.lastOK
+}
+
+// pause waits d or until ctx ends: a back-off between two attempts, not a
+// wait for an event.
+func pause(ctx context.Context, d time.Duration) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+}
+
+// clusterFault is one round: what to do to the cluster, and how to undo it.
+type clusterFault struct {
+	name string
+	do   func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) (heal func())
+}
+
+// clusterFaults are the rounds of the short form, one of each kind.
+var clusterFaults = []clusterFault{
+	{"kill the transaction coordinator", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
+		n := coordinatorOf(t, a, b.txnID(busy))
+		a.Kill(n)
+		return a.Start
+	}},
+	{"kill a partition leader", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
+		n := leaderOf(t, a, b.partitionOf(busy))
+		a.Kill(n)
+		return a.Start
+	}},
+	{"pause a broker past its session", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
+		resume := a.Pause(leaderOf(t, a, b.partitionOf(busy)))
+		pause(context.Background(), 8*time.Second) // past broker.session.timeout.ms (6 s)
+		return resume
+	}},
+	{"move the active controller", func(t *testing.T, _ *testBundle, a *kafkatest.Apache, _ string) func() {
+		n := activeController(t, a)
+		a.Kill(n)
+		return a.Start
+	}},
+	{"rolling restart", func(t *testing.T, _ *testBundle, a *kafkatest.Apache, _ string) func() {
+		for n := 1; n <= 3; n++ {
+			a.Stop(n)
+			a.Start()
+		}
+		return func() {}
+	}},
+}
+
+// TestClusterFaultsUnderLoad runs one round of each fault on a
+// three-node Apache Kafka cluster (replication factor 3, min ISR 2, for
+// the routes' topic and __transaction_state) while four workers write
+// and hand their leases over. After each round every lease is served
+// again within one TTL; after all of them the history checker finds no
+// stale-generation record, no lost acknowledged batch, no committed
+// definite refusal and no aborted read, I1-I3 hold, and Kafka's console
+// consumer reads exactly the acknowledged batches (plus batches answered
+// outcome unknown, and barriers).
+func TestClusterFaultsUnderLoad(t *testing.T) {
+	t.Parallel()
+	b, a := apacheBundle(t, kafkatest.ApacheOptions{Nodes: 3, Config: []string{
+		"broker.session.timeout.ms=6000", "broker.heartbeat.interval.ms=1000",
+	}})
+	r := b.newReplica(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ws []*loadWorker
+	var wg sync.WaitGroup
+	for i := range 4 {
+		w := &loadWorker{r: r, name: fmt.Sprintf("shard:%d", 390+i), owner: fmt.Sprintf("w%d", i)}
+		w.acquire(ctx, 0)
+		ws = append(ws, w)
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx, t) }()
+	}
+	for _, f := range clusterFaults {
+		servedAgain(t, ws, clusterTTL, "before: "+f.name)
+		start := time.Now()
+		heal := f.do(t, b, a, ws[0].name)
+		heal()
+		servedAgain(t, ws, clusterTTL, f.name)
+		t.Logf("round %q: %s to heal and serve every lease again", f.name, time.Since(start).Round(time.Millisecond))
+	}
+	cancel()
+	wg.Wait()
+	judgeCluster(t, b, ws)
+}
+
+// servedAgain waits until every worker has committed a batch after now,
+// failing t when one has not within ttl.
+func servedAgain(t *testing.T, ws []*loadWorker, ttl time.Duration, round string) {
+	t.Helper()
+	since := time.Now()
+	eventually(t, ttl, func() (bool, string) {
+		for _, w := range ws {
+			if _, last := w.status(); !last.After(since) {
+				return false, fmt.Sprintf("after %q, %s has not committed a batch for %s", round, w.name, time.Since(last).Round(time.Millisecond))
+			}
+		}
+		return true, ""
+	})
+}
+
+// judgeCluster checks every lease's partition with the history checker,
+// I1-I3, and Kafka's console consumer.
+func judgeCluster(t *testing.T, b *testBundle, ws []*loadWorker) {
+	t.Helper()
+	total := map[client.Outcome]int{}
+	for _, w := range ws {
+		recs := b.checkInvariants(t, w.name, &w.log)
+		for k, n := range b.truthful(t, w.name, recs, w.answers) {
+			total[k] += n
+		}
+		consoleAgrees(t, b, w.name, w.log.acked, w.answers)
+	}
+	t.Logf("answers over all rounds: %d committed, %d refused, %d unknown", total[client.OutcomeCommitted],
+		total[client.OutcomeRefused], total[client.OutcomeUnknown])
+}
+
+// consoleAgrees reads the lease's partition with Kafka's console consumer
+// (read_committed): every acknowledged record is there at its offset with
+// its lease and batch, and every other data record belongs to a batch
+// whose answer was outcome unknown.
+func consoleAgrees(t *testing.T, b *testBundle, name string, acked []verify.Batch, answers []answer) {
+	t.Helper()
+	want := map[int64]string{}
+	for _, a := range acked {
+		for _, off := range a.Offsets {
+			want[off] = a.BatchID
+		}
+	}
+	unknown := map[string]bool{}
+	for _, a := range answers {
+		if client.ProduceOutcome(a.status, a.code) == client.OutcomeUnknown {
+			unknown[a.batch] = true
+		}
+	}
+	for _, rec := range kafkatest.ConsoleRead(t, b.kafka.Conn, b.kafka.Topic, b.partitionOf(name)) {
+		batch := rec.Headers[barrier.HeaderBatch]
+		switch {
+		case rec.Headers[barrier.HeaderLease] != name || rec.Headers[barrier.HeaderBarrier] != "":
+		case want[rec.Offset] == batch:
+			delete(want, rec.Offset)
+		case !unknown[batch]:
+			t.Errorf("console consumer: %s offset %d batch %q: neither acknowledged there nor answered outcome unknown", name, rec.Offset, batch)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("console consumer: %d acknowledged records of %s missing: %v", len(want), name, want)
+	}
+}
+
+// coordinatorOf returns the node coordinating transactional id id.
+func coordinatorOf(t *testing.T, a *kafkatest.Apache, id string) int {
+	t.Helper()
+	b := clusterClient(t, a)
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType, req.CoordinatorKeys = 1, []string{id}
+	resp, err := req.RequestWith(context.Background(), b)
+	if err != nil || len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != 0 {
+		t.Fatalf("find coordinator of %s: %v %+v", id, err, resp)
+	}
+	return int(resp.Coordinators[0].NodeID)
+}
+
+// leaderOf returns the node leading partition p of the cluster's topic.
+func leaderOf(t *testing.T, a *kafkatest.Apache, p int32) int {
+	t.Helper()
+	cl := clusterClient(t, a)
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(a.Topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || len(resp.Topics) != 1 {
+		t.Fatalf("metadata of %s: %v", a.Topic, err)
+	}
+	for _, mp := range resp.Topics[0].Partitions {
+		if mp.Partition == p && mp.Leader >= 1 {
+			return int(mp.Leader)
+		}
+	}
+	t.Fatalf("partition %d of %s has no leader", p, a.Topic)
+	return 0
+}
+
+// activeController returns the node that leads the KRaft quorum.
+func activeController(t *testing.T, a *kafkatest.Apache) int {
+	t.Helper()
+	cl := clusterClient(t, a)
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rp := kmsg.NewDescribeQuorumRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("describe quorum: %v %+v", err, resp)
+	}
+	return int(resp.Topics[0].Partitions[0].LeaderID)
+}
+
+func clusterClient(t *testing.T, a *kafkatest.Apache) *kgo.Client {
+	t.Helper()
+	opts, err := a.Conn.KgoOpts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
