@@ -18,7 +18,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: vulncheck lint-deploy help test test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop alerts
+.PHONY: vulncheck lint-deploy help test test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop chaos-kafka alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} \
@@ -116,6 +116,13 @@ run-kafka: ## make run on Apache Kafka instead of the embedded broker (starts de
 	@$(PG) start
 	@$(KAFKA) start
 	$(GO) run ./cmd/fencegate dev --kafka-brokers "$$($(KAFKA) url)" $(ARGS)
+
+ROUNDS ?= 5
+
+chaos-kafka: ## the three-node Apache Kafka cluster under ROUNDS rounds of every broker fault (TestClusterFaultsUnderLoad's long form; ROUNDS=5)
+	@$(PG) start
+	FENCEGATE_TEST_DATABASE_URL="$$($(PG) url)" FENCEGATE_TEST_CLUSTER_ROUNDS=$(ROUNDS) \
+		$(GO) test -race -count=1 -v -timeout 120m -run '^TestClusterFaultsUnderLoad$$' ./gateway | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|cluster_test.go.*(round|history|answers)'
 
 pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
 	@$(PG) start

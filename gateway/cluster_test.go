@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -222,17 +224,37 @@ func TestClusterFaultsUnderLoad(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx, t) }()
 	}
-	for _, f := range clusterFaults {
-		servedAgain(t, ws, clusterTTL, "before: "+f.name)
-		start := time.Now()
-		heal := f.do(t, b, a, ws[0].name)
-		heal()
-		servedAgain(t, ws, clusterTTL, f.name)
-		t.Logf("round %q: %s to heal and serve every lease again", f.name, time.Since(start).Round(time.Millisecond))
+	for round := range clusterRounds(t) {
+		for i, f := range clusterFaults {
+			servedAgain(t, ws, clusterTTL, "before: "+f.name)
+			start := time.Now()
+			heal := f.do(t, b, a, ws[(round+i)%len(ws)].name)
+			heal()
+			servedAgain(t, ws, clusterTTL, f.name)
+			t.Logf("round %d %q: %s to heal and serve every lease again", round+1, f.name, time.Since(start).Round(time.Millisecond))
+		}
 	}
 	cancel()
 	wg.Wait()
 	judgeCluster(t, b, ws)
+}
+
+// EnvClusterRounds sets how many times TestClusterFaultsUnderLoad runs
+// its list of faults (default 1, the short form of make test; make
+// chaos-kafka runs more).
+const EnvClusterRounds = "FENCEGATE_TEST_CLUSTER_ROUNDS"
+
+func clusterRounds(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv(EnvClusterRounds)
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: a positive number of rounds", EnvClusterRounds, s)
+	}
+	return n
 }
 
 // servedAgain waits until every worker has committed a batch after now,
