@@ -39,6 +39,7 @@
 #   FENCEGATE_KAFKA_WATCH_PID  stop the broker when this process ends (a
 #                            test's broker must not outlive its test binary)
 #   FENCEGATE_KAFKA_MODE     single|cluster|all for stop, status, url, pids
+#   FENCEGATE_KAFKA_START_TIMEOUT  seconds a node may take to start (default 60)
 #
 # The first install downloads about 60 MB from Maven Central (a minute on
 # a fast link); the first start formats storage and takes 5-20 s on two
@@ -53,7 +54,7 @@ dir="${FENCEGATE_KAFKA_DIR:-/tmp/fencegate-kafka-$port}"
 home="${FENCEGATE_KAFKA_HOME:-/tmp/fencegate-kafka-lib}"
 osuser="${FENCEGATE_KAFKA_USER:-fencegate-kafka}"
 heap="${FENCEGATE_KAFKA_HEAP:-512m}"
-start_timeout=60
+start_timeout="${FENCEGATE_KAFKA_START_TIMEOUT:-60}"
 
 log() { echo "kafka.sh: $*" >&2; }
 die() { log "$*"; exit 1; }

@@ -217,6 +217,9 @@ func (a *Apache) env() []string {
 		"FENCEGATE_KAFKA_DIR="+a.dir,
 		"FENCEGATE_KAFKA_MODE="+a.mode,
 		"FENCEGATE_KAFKA_HEAP=384m",
+		// A restart under a loaded suite can take longer than the
+		// first start's minute; a dead node still fails at once.
+		"FENCEGATE_KAFKA_START_TIMEOUT=180",
 		"FENCEGATE_KAFKA_CONFIG="+a.config,
 		"FENCEGATE_KAFKA_WATCH_PID="+strconv.Itoa(os.Getpid()),
 	)
