@@ -92,7 +92,7 @@ func CheckHistory(log []LogRecord, read []Record, ops []Op) History {
 	h := History{Ops: len(ops), DelayedCommits: CommitOrder(log)}
 	committed, _ := transactions(log)
 	inTxn := map[int64]bool{}
-	landed := map[string]int{}          // lease/token/batch/seq -> times committed
+	landed := map[string]int{}        // lease/token/batch/seq -> times committed
 	seqs := map[string]map[int]bool{} // lease/token/batch -> its seqs committed
 	tokens := map[string]map[int64]bool{}
 	for _, t := range committed {
