@@ -109,13 +109,17 @@ func (m *mixedRun) checkFenced(rep *report.Report) error {
 }
 
 // directRecord reports whether a record read is a direct worker's: no
-// lease in its headers (the gateway stamps every record it writes).
-func directRecord(r verify.Record) bool { return r.Lease == "" }
+// lease in its headers (the gateway stamps every record it writes) and
+// not a rollout marker.
+func directRecord(r verify.Record) bool { return r.Lease == "" && !r.Marker }
 
 // directLog reports whether a record of the whole log is a direct
-// worker's: no lease in its headers, written outside any transaction. An
-// unstamped record inside a transaction stays, for CommitOrder to judge.
-func directLog(r verify.LogRecord) bool { return !r.Control && !r.Transactional && r.Lease == "" }
+// worker's: no lease in its headers, not a rollout marker, written
+// outside any transaction. An unstamped record inside a transaction
+// stays, for CommitOrder to judge.
+func directLog(r verify.LogRecord) bool {
+	return !r.Control && !r.Transactional && !r.Marker && r.Lease == ""
+}
 
 // checkKept: every record a direct worker had written (acknowledged by
 // Kafka) before the enforce step was asked is in ledger_records, kept.

@@ -74,13 +74,14 @@ func TestMixedChecksLeaveOutOnlyDirectRecords(t *testing.T) {
 		{"an unstamped record in a transaction", verify.LogRecord{Transactional: true}, false},
 		{"a stamped record outside a transaction", verify.LogRecord{Stamp: stamped}, false},
 		{"a transaction marker", verify.LogRecord{Control: true}, false},
+		{"a rollout marker", verify.LogRecord{Transactional: true, Marker: true}, false},
 	}
 	for _, c := range cases {
 		if got := directLog(c.r); got != c.want {
 			t.Errorf("%s: left out %v, want %v", c.name, got, c.want)
 		}
 	}
-	if directRecord(verify.Record{Stamp: stamped}) || !directRecord(verify.Record{}) {
+	if directRecord(verify.Record{Stamp: stamped}) || directRecord(verify.Record{Marker: true}) || !directRecord(verify.Record{}) {
 		t.Error("directRecord does not tell a stamped record from a direct one")
 	}
 }

@@ -150,6 +150,8 @@ func TestNoStaleWriteAnomalyClasses(t *testing.T) {
 		{"data under a late low barrier (FM06)", []Record{bar(0, 2), bar(1, 1), rec(2, 1, "b", 0)}, true},
 		{"near miss: a new generation's records after its barrier", []Record{bar(0, 1), rec(1, 1, "b", 0), bar(2, 2), rec(3, 2, "b", 0)}, false},
 		{"near miss: a late low barrier, then the current generation's data", []Record{bar(0, 2), bar(1, 1), rec(2, 2, "b", 0)}, false},
+		{"near miss: a rollout marker between a generation's records", []Record{bar(0, 1), rec(1, 1, "b", 0), {Offset: 2, Marker: true}, rec(3, 1, "b", 1)}, false},
+		{"an unstamped record that is no rollout marker", []Record{bar(0, 1), {Offset: 1}}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
