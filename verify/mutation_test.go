@@ -161,3 +161,18 @@ func TestNoStaleWriteAnomalyClasses(t *testing.T) {
 		})
 	}
 }
+
+// TestFM94_AReaderThatReadNothingFindsEveryAnswerLost: a read_committed
+// reader that was given nothing (misconfigured, or stopped at offset 0)
+// leaves no committed answer unchecked: each is a lost write, and the
+// committed records it was not given are short reads. Without the
+// partition's end the history judged only offsets up to the highest one
+// read, none here, and passed.
+func TestFM94_AReaderThatReadNothingFindsEveryAnswerLost(t *testing.T) {
+	t.Parallel()
+	log, _ := historyLog(t, "B1", "C", "D1:b1", "C", "D1:b2", "A")
+	h := CheckHistory(log, nil, []Op{op("b1", 1, AnswerCommitted, 2), op("b2", 1, AnswerCommitted, 4)})
+	if len(h.LostWrites) != 2 || len(h.ShortReads) != 2 {
+		t.Fatalf("lost writes %v, short reads %v; want both answers lost (one at the tail, aborted) and offsets 0 and 2 unread", h.LostWrites, h.ShortReads)
+	}
+}

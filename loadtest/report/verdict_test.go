@@ -104,3 +104,38 @@ func passingMixed() *MixedFigures {
 	}
 	return m
 }
+
+// TestFM94_ARunThatCheckedNothingFails: a run that asked for load and
+// checked nothing (no grant, no record read, no acknowledged batch, no
+// answer) fails, saying "nothing was checked"; before, every check passed
+// vacuously and so did the run.
+func TestFM94_ARunThatCheckedNothingFails(t *testing.T) {
+	t.Parallel()
+	rep := &Report{Scenario: ScenarioFigures{Leases: 4, DurationS: 3}}
+	rep.Invariants.I1.Pass, rep.Invariants.I2.Pass, rep.Invariants.I3.Pass, rep.Invariants.I4.Pass = true, true, true, true
+	rep.Ledger.Pass, rep.Gateway.SessionsAfterRun = true, -1
+	rep.Finish()
+	if rep.Pass || !strings.Contains(strings.Join(rep.Failures, ";"), "nothing was checked") {
+		t.Fatalf("pass %v, failures %q: want the empty run to fail, saying nothing was checked", rep.Pass, rep.Failures)
+	}
+}
+
+// TestFM95_AFigureNothingExplainsFailsTheRun: a ledger batch nobody
+// acknowledged and no answer explains, a worker error in a run that
+// injected no fault, and a network fault round after which no batch came
+// each fail a run that otherwise passes; before, they were figures only.
+func TestFM95_AFigureNothingExplainsFailsTheRun(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*Report){
+		"extra ledger batch": func(r *Report) { r.Ledger.Extra, r.Ledger.Unexplained = 1, 1; r.Ledger.Finish() },
+		"worker error":       func(r *Report) { r.Gateway.Errors = 1 },
+		"network fault":      func(r *Report) { r.NetFault = &NetFault{Rounds: 1, Unrecovered: 1} },
+	} {
+		rep := checkedRun()
+		mutate(rep)
+		rep.Finish()
+		if rep.Pass {
+			t.Errorf("%s: the run passed", name)
+		}
+	}
+}
