@@ -337,7 +337,7 @@ func (rep *Report) view() view {
 		{text("stale writes attempted by frozen workers"), text(thousands(g.StaleAttempts))},
 		{text("... refused"), text(thousands(g.StaleRefused))},
 		{text("... accepted"), verdictCount(g.StaleAccepted)},
-		{text("errors seen by workers"), text(thousands(g.Errors))},
+		{text("errors seen by workers"), text(thousands(g.Errors) + rep.errorsWhy())},
 		{text("sessions left after the run"), rep.sessionsLeft()},
 		{text("process threads before / after"), rep.threads("%d / %d")},
 	}
