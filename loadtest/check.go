@@ -260,12 +260,17 @@ func extraReasons(history map[int32][]verify.Op) map[string]string {
 
 // judgeExtra counts into c the batches found that are not acked: by the
 // answer that explains each (why, by lease and batch id), or unexplained.
+// An explained one must still be there once: a record of it twice counts
+// as duplicated, as it would for an acknowledged batch.
 func judgeExtra(c *report.LedgerCheck, found map[string][2]int64, acked map[string]bool, why map[string]string) {
-	for k := range found {
+	for k, got := range found {
 		if acked[k] {
 			continue
 		}
 		c.Extra++
+		if got[0] != got[1] {
+			c.Duplicated++
+		}
 		lease, rest, _ := strings.Cut(k, "|")
 		_, batch, _ := strings.Cut(rest, "|")
 		reason := why[lease+"|"+batch]

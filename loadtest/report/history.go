@@ -15,7 +15,9 @@ type History struct {
 	Unknown   int `json:"unknown"`
 	// UnknownLanded is not a verdict (UnknownLandedWhy): an outcome
 	// unknown may have committed, and a batch that did is held to land
-	// whole (PartialBatches) and once per generation (Duplicates).
+	// whole (PartialBatches), once per generation (Duplicates), and once
+	// in the ledger (LedgerCheck counts an extra batch there twice as
+	// duplicated).
 	UnknownLanded int `json:"unknown_landed"`
 	// The findings: each must be 0 for the run to pass.
 	AbortedReads     int `json:"aborted_reads"`
@@ -33,7 +35,7 @@ type History struct {
 }
 
 // UnknownLandedWhy is why UnknownLanded is a figure and not a verdict.
-const UnknownLandedWhy = "not a verdict: an outcome unknown may have committed; each that did is held to land whole and once"
+const UnknownLandedWhy = "not a verdict: an outcome unknown may have committed; each that did is held to land whole, and to be in the ledger once"
 
 // Pass says whether the history found nothing.
 func (h History) Pass() bool {
