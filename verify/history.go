@@ -66,11 +66,11 @@ type History struct {
 	// acknowledged or not.
 	PartialBatches []string
 	// RefusedCommitted are batches answered with a definite refusal any
-	// record of which is committed under the token they were sent with,
-	// when no other
-	// attempt of that batch and token was answered committed or unknown (a
-	// retry refused after an attempt that may have landed says nothing of
-	// that attempt: the refusal is of the retry).
+	// record of which (not only the first) is committed under the token
+	// they were sent with, when no other attempt of that batch and token
+	// was answered committed or unknown (a retry refused after an attempt
+	// that may have landed says nothing of that attempt: the refusal is
+	// of the retry).
 	RefusedCommitted []Op
 	// Duplicates are data records (lease, token, batch, seq) committed
 	// more than once: one generation committed one batch twice.
@@ -87,7 +87,9 @@ type History struct {
 
 // CheckHistory checks the answers ops against log (ReadLog: every record
 // and marker) and read (ReadPartition: what a read_committed reader was
-// given).
+// given). read must reach the end of log: take both once the writes have
+// ended, read before log, or every committed record read missed is a
+// short read.
 func CheckHistory(log []LogRecord, read []Record, ops []Op) History {
 	h := History{Ops: len(ops), DelayedCommits: CommitOrder(log)}
 	committed, _ := transactions(log)
