@@ -88,8 +88,8 @@ func (m *mixedRun) verify(ctx context.Context, rep *report.Report) error {
 	return nil
 }
 
-// checkFenced runs the checks of every run (I2, I3, I4 and the history)
-// on the fenced fleet's records: the direct workers' records, written
+// checkFenced runs the checks of every run (I2, I3, I4, the history and
+// the answers) on the fenced fleet's records: the direct workers' records, written
 // outside any transaction and without fencegate's headers, are left out
 // of the partitions and their logs (the mixed checks judge them).
 func (m *mixedRun) checkFenced(rep *report.Report) error {
@@ -105,6 +105,7 @@ func (m *mixedRun) checkFenced(rep *report.Report) error {
 		return err
 	}
 	m.r.checkI4(rep, recs)
+	m.r.checkAnswers(rep, recs)
 	return nil
 }
 

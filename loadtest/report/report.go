@@ -273,6 +273,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	if rep.Mixed != nil {
 		rep.Mixed.writeMarkdown(w)
 		rep.writeInvariants(w)
+		fmt.Fprintf(w, "\nstale writes accepted: %d; definite refusals found committed: %d; sessions left after the run: %s; errors: %d%s%s\n",
+			rep.Gateway.StaleAccepted, rep.Gateway.DefiniteButCommitted, rep.sessionsLeft().Text, rep.Gateway.Errors,
+			breakdown(rep.Gateway.ErrorsByCall), rep.errorsWhy())
 		rep.History.write(w)
 		return
 	}

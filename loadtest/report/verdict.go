@@ -32,7 +32,6 @@ func (rep *Report) failures() []string {
 	if m := rep.Mixed; m != nil {
 		m.finish()
 		fail(m.Pass, "mixed fleet: a check failed or is missing")
-		return out
 	}
 	fail(g.StaleAccepted == 0, "stale writes accepted: %d", g.StaleAccepted)
 	fail(g.DefiniteButCommitted == 0, "definite refusals found committed: %d", g.DefiniteButCommitted)
