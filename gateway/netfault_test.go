@@ -461,7 +461,12 @@ func TestFM68_NetworkFaultsLeakNothing(t *testing.T) {
 	} {
 		undo := fault()
 		rep := r.produce(t, w.name, "w1", w.token, fmt.Sprintf("f%d", i), 1)
-		w.answers = append(w.answers, answer{batch: fmt.Sprintf("f%d", i), token: w.token, status: rep.status, code: rep.code()})
+		a := answer{batch: fmt.Sprintf("f%d", i), token: w.token, status: rep.status, code: rep.code()}
+		if rep.status == http.StatusOK {
+			b.mustProduceReplied(t, w.log, w.name, w.token, a.batch, rep)
+			a.offsets = w.log.acked[len(w.log.acked)-1].Offsets
+		}
+		w.answers = append(w.answers, a)
 		undo()
 		if rep.code() == "generation_ended" || rep.code() == "not_holder" {
 			w.regenerate()

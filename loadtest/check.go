@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,6 +114,10 @@ func (r *runner) checkWholeLog(rep *report.Report, recs map[int32][]verify.Recor
 		if err != nil {
 			return err
 		}
+		if r.sc.MixedFleet {
+			// The direct workers' records: the mixed checks judge them.
+			whole = slices.DeleteFunc(whole, directLog)
+		}
 		for _, v := range verify.CommitOrder(whole) {
 			inv.Fail("partition %d (commit order): %s", p, v)
 		}
@@ -198,26 +203,86 @@ func (r *runner) checkLedger(ctx context.Context, rep *report.Report) error {
 	if err != nil {
 		return err
 	}
-	lc := &rep.Ledger
+	r.compareAcked(&rep.Ledger, inLedger)
+	rep.Ledger.Finish()
+	return nil
+}
+
+// compareAcked compares the batches found (in the ledger or the trusted
+// topic: by batchKey, their records and distinct seqs) with the
+// acknowledged ones into c: each acknowledged batch once, and each batch
+// found that nobody acknowledged explained by an answer, or not.
+func (r *runner) compareAcked(c *report.LedgerCheck, found map[string][2]int64) {
 	acked := map[string]bool{}
 	for _, b := range r.st.acked {
 		k := batchKey(b)
 		acked[k] = true
-		switch ledgerVerdict(b, inLedger[k]) {
+		switch ledgerVerdict(b, found[k]) {
 		case batchMissing:
-			lc.Missing++
+			c.Missing++
 		case batchDuplicated:
-			lc.Duplicated++
+			c.Duplicated++
 		}
 	}
-	for k := range inLedger {
-		if !acked[k] {
-			lc.Extra++
+	c.AckedBatches = len(acked)
+	r.st.mu.Lock()
+	why := extraReasons(r.st.history)
+	r.st.mu.Unlock()
+	judgeExtra(c, found, acked, why)
+}
+
+// The answers that explain a batch nobody acknowledged being committed.
+const (
+	extraUnknown   = "outcome unknown"
+	extraCommitted = "a 200 no worker counted (a frozen worker's write)"
+)
+
+// extraReasons are, by lease and batch id, the answer of one of the
+// batch's attempts that explains its being committed unacknowledged: an
+// outcome unknown (it may have committed), else a 200 to an attempt the
+// harness does not count as an acknowledged batch. A batch whose every
+// attempt was refused has none.
+func extraReasons(history map[int32][]verify.Op) map[string]string {
+	out := map[string]string{}
+	for _, ops := range history {
+		for _, op := range ops {
+			k := op.Lease + "|" + op.BatchID
+			switch {
+			case op.Answer == verify.AnswerUnknown:
+				out[k] = extraUnknown
+			case op.Answer == verify.AnswerCommitted && out[k] == "":
+				out[k] = extraCommitted
+			}
 		}
 	}
-	lc.AckedBatches = len(acked)
-	lc.Pass = lc.Missing == 0 && lc.Duplicated == 0
-	return nil
+	return out
+}
+
+// judgeExtra counts into c the batches found that are not acked: by the
+// answer that explains each (why, by lease and batch id), or unexplained.
+// An explained one must still be there once: a record of it twice counts
+// as duplicated, as it would for an acknowledged batch.
+func judgeExtra(c *report.LedgerCheck, found map[string][2]int64, acked map[string]bool, why map[string]string) {
+	for k, got := range found {
+		if acked[k] {
+			continue
+		}
+		c.Extra++
+		if got[0] != got[1] {
+			c.Duplicated++
+		}
+		lease, rest, _ := strings.Cut(k, "|")
+		_, batch, _ := strings.Cut(rest, "|")
+		reason := why[lease+"|"+batch]
+		if reason == "" {
+			c.Unexplained++
+			continue
+		}
+		if c.ExtraBecause == nil {
+			c.ExtraBecause = map[string]int{}
+		}
+		c.ExtraBecause[reason]++
+	}
 }
 
 // ledgerBatches counts, per batch (batchKey) in accepted_records, its

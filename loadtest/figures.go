@@ -14,7 +14,8 @@ func (r *runner) report() *report.Report {
 	rep.Scenario = report.ScenarioFigures{Leases: sc.Leases, WorkersPerLease: sc.WorkersPerLease, BatchSize: sc.BatchSize,
 		RecordSize: sc.RecordSize, Rate: sc.Rate, DurationS: sc.Duration.Seconds(), TTLMs: sc.TTL.Milliseconds(),
 		FreezeEveryS: sc.FreezeEvery.Seconds(), ChurnEveryS: sc.ChurnEvery.Seconds(), AmbiguityEveryS: sc.AmbiguityEvery.Seconds(),
-		Clients: r.stack.Clients(), Stateful: sc.Stateful, BatchEveryS: sc.BatchEvery.Seconds(), ColdStart: sc.ColdStart}
+		Clients: r.stack.Clients(), Stateful: sc.Stateful, BatchEveryS: sc.BatchEvery.Seconds(), ColdStart: sc.ColdStart,
+		Faults: sc.faults()}
 	rep.Ledger.NotChecked = !r.stack.Materialize
 	if caps, ok := r.stack.InFlightCaps(); ok { // a gateway the harness started
 		rep.Scenario.MaxInFlight, rep.Scenario.MaxInFlightPerClient = caps.MaxInFlight, caps.MaxInFlightPerClient

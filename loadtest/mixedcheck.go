@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // leaseEvent is a grant or renewal in lease_events with the client of
@@ -38,6 +40,9 @@ type ledgerView struct {
 // fills rep.Mixed's figures and checks.
 func (m *mixedRun) verify(ctx context.Context, rep *report.Report) error {
 	if err := m.r.checkI1(ctx, rep); err != nil {
+		return err
+	}
+	if err := m.checkFenced(rep); err != nil {
 		return err
 	}
 	if err := m.r.checkLedger(ctx, rep); err != nil {
@@ -81,6 +86,40 @@ func (m *mixedRun) verify(ctx context.Context, rep *report.Report) error {
 		{ID: "acl", Invariant: checkACL(mixed.ACL)},
 	}
 	return nil
+}
+
+// checkFenced runs the checks of every run (I2, I3, I4, the history and
+// the answers) on the fenced fleet's records: the direct workers' records, written
+// outside any transaction and without fencegate's headers, are left out
+// of the partitions and their logs (the mixed checks judge them).
+func (m *mixedRun) checkFenced(rep *report.Report) error {
+	recs, err := m.r.readPartitions()
+	if err != nil {
+		return err
+	}
+	for p, rs := range recs {
+		recs[p] = slices.DeleteFunc(rs, directRecord)
+	}
+	m.r.checkI2I3(rep, recs)
+	if err := m.r.checkWholeLog(rep, recs); err != nil {
+		return err
+	}
+	m.r.checkI4(rep, recs)
+	m.r.checkAnswers(rep, recs)
+	return nil
+}
+
+// directRecord reports whether a record read is a direct worker's: no
+// lease in its headers (the gateway stamps every record it writes) and
+// not a rollout marker.
+func directRecord(r verify.Record) bool { return r.Lease == "" && !r.Marker }
+
+// directLog reports whether a record of the whole log is a direct
+// worker's: no lease in its headers, not a rollout marker, written
+// outside any transaction. An unstamped record inside a transaction
+// stays, for CommitOrder to judge.
+func directLog(r verify.LogRecord) bool {
+	return !r.Control && !r.Transactional && !r.Marker && r.Lease == ""
 }
 
 // checkKept: every record a direct worker had written (acknowledged by

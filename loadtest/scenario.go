@@ -158,6 +158,35 @@ func LoadScenario(path string) (Scenario, error) {
 // rateOf is the batches/s per lease of one batch every d.
 func rateOf(d time.Duration) float64 { return float64(time.Second) / float64(d) }
 
+// faults names the faults the scenario injects that can make a worker
+// see an answer it cannot act on (a worker error): a held commit, the
+// network, a gateway or replica killed, frozen or drained, the
+// materializer killed, the trusted sink rebalanced. A worker's own
+// freeze or churn is not one: the gateway answers those in the API's
+// terms. With none, a worker error fails the run.
+func (s Scenario) faults() []string {
+	var out []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{
+		{s.AmbiguityEvery > 0, "ambiguous commits"},
+		{s.NetFault != "", "network fault " + s.NetFault},
+		{s.KillGatewayAfter > 0, "a gateway kill"},
+		{s.FreezeReplicaEvery > 0, "replica freezes"},
+		{s.DrainReplicaAfter > 0, "a replica drain"},
+		{s.KillReplicaEvery > 0, "replica kills"},
+		{s.RollingRestart, "a rolling restart"},
+		{s.KillMaterializerEvery > 0, "materializer kills"},
+		{s.TrustedRebalanceEvery > 0, "trusted sink rebalances"},
+	} {
+		if f.on {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
 // Validate checks bounds: the harness only ever targets loopback, and
 // every loop is bounded.
 func (s *Scenario) Validate() error {

@@ -244,7 +244,7 @@ func (o *observer) produce(req *http.Request) (*http.Response, error) {
 			_ = json.Unmarshal(answer, &rep.problem)
 		}
 	}
-	o.r.st.answer(attempt, o.r.partition(lease), verify.Op{Lease: lease, Token: b.Token, BatchID: b.BatchID}, rep,
+	o.r.st.answer(attempt, o.r.partition(lease), verify.Op{Lease: lease, Token: b.Token, BatchID: b.BatchID, Records: len(b.Records)}, rep,
 		staleAtSend, o.r.st.latestGrant(lease) > b.Token)
 	return resp, err
 }

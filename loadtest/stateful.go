@@ -111,7 +111,7 @@ func (w *worker) sendItems(ctx context.Context, r itemRange, token int64) reply 
 	staleAtSend := w.r.st.latestGrant(w.lease) > token
 	ct, body := w.itemBody(r, token, attempt)
 	rep := w.gw.Load().send(ctx, "POST", "/v1/leases/"+w.lease+"/records", ct, body)
-	w.r.st.answer(attempt, w.r.partition(w.lease), verify.Op{Lease: w.lease, Token: token, BatchID: itemBatchID(r)}, rep,
+	w.r.st.answer(attempt, w.r.partition(w.lease), verify.Op{Lease: w.lease, Token: token, BatchID: itemBatchID(r), Records: r.last - r.first + 1}, rep,
 		staleAtSend, w.r.st.latestGrant(w.lease) > token)
 	return rep
 }

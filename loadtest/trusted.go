@@ -82,23 +82,7 @@ func (r *runner) checkTrusted(ctx context.Context, rep *report.Report) error {
 		}
 		counts[t.key] = c
 	}
-	acked := map[string]bool{}
-	for _, b := range r.st.acked {
-		k := batchKey(b)
-		acked[k] = true
-		switch ledgerVerdict(b, counts[k]) {
-		case batchMissing:
-			tc.Missing++
-		case batchDuplicated:
-			tc.Duplicated++
-		}
-	}
-	for k := range counts {
-		if !acked[k] {
-			tc.Extra++
-		}
-	}
-	tc.AckedBatches = len(acked)
+	r.compareAcked(&tc.LedgerCheck, counts)
 	tc.OutOfOrder = outOfOrder(recs)
 	if r.stack.Materialize {
 		if err := r.compareWithLedger(ctx, tc, seqs); err != nil {

@@ -289,7 +289,7 @@ func (w *worker) send(ctx context.Context, batch string) reply {
 	staleAtSend := w.r.st.latestGrant(w.lease) > w.token
 	ct, body := w.batchBody(batch, attempt)
 	rep := w.gw.Load().send(ctx, "POST", "/v1/leases/"+w.lease+"/records", ct, body)
-	w.r.st.answer(attempt, w.r.partition(w.lease), verify.Op{Lease: w.lease, Token: w.token, BatchID: batch}, rep,
+	w.r.st.answer(attempt, w.r.partition(w.lease), verify.Op{Lease: w.lease, Token: w.token, BatchID: batch, Records: w.r.sc.BatchSize}, rep,
 		staleAtSend, w.r.st.latestGrant(w.lease) > w.token)
 	return rep
 }

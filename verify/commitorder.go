@@ -24,6 +24,8 @@ type LogRecord struct {
 	// Control: a transaction marker; Commit says which kind.
 	Control bool
 	Commit  bool
+	// Marker: a rollout marker (see Record).
+	Marker bool
 	barrier.Stamp
 }
 
@@ -114,6 +116,7 @@ func logRecord(r *kgo.Record) LogRecord {
 		hs[i] = kafka.Header{Key: h.Key, Value: h.Value}
 	}
 	lr.Stamp, _ = barrier.ReadStamp(hs)
+	lr.Marker = barrier.IsMarker(hs)
 	return lr
 }
 
@@ -184,7 +187,7 @@ func CommitOrder(log []LogRecord) []Violation {
 	}
 	for _, t := range committed {
 		for _, r := range t.records {
-			if !r.Barrier {
+			if !r.Barrier && !r.Marker {
 				out = append(out, judgeCommitted(r, t.marker, gens[r.Lease])...)
 			}
 		}

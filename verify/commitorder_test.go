@@ -10,8 +10,9 @@ import (
 
 // logOf builds a partition log from a compact script, one entry per
 // offset: "B<token>/<pid>.<epoch>" a barrier, "D<token>/<pid>.<epoch>" a
-// data record, "C<pid>" and "A<pid>" a commit or abort marker, and
-// "N<token>" a non-transactional data record. Lease "l" throughout.
+// data record, "C<pid>" and "A<pid>" a commit or abort marker,
+// "N<token>" a non-transactional data record and "M<pid>" a rollout
+// marker. Lease "l" throughout.
 func logOf(t *testing.T, script ...string) []LogRecord {
 	t.Helper()
 	out := make([]LogRecord, len(script))
@@ -26,6 +27,9 @@ func logOf(t *testing.T, script ...string) []LogRecord {
 		case 'C', 'A':
 			mustScan(t, s[1:], "%d", &pid)
 			r.Control, r.Commit, r.ProducerID = true, s[0] == 'C', pid
+		case 'M':
+			mustScan(t, s[1:], "%d", &pid)
+			r.Marker, r.ProducerID = true, pid
 		case 'N':
 			mustScan(t, s[1:], "%d", &token)
 			r.Stamp = barrier.Stamp{Lease: "l", Token: token, Owner: "o", Batch: "b"}
@@ -64,6 +68,7 @@ func TestCommitOrder(t *testing.T) {
 		{"data before its barrier", []string{"D1/7.0", "C7", "B1/7.0", "C7"}, "without its generation's barrier before it"},
 		{"data without a committed barrier", []string{"B1/7.0", "A7", "D1/7.0", "C7"}, "without its generation's barrier"},
 		{"non-transactional record", []string{"B1/7.0", "C7", "N1"}, "non-transactional"},
+		{"a rollout marker committed between generations", []string{"B1/7.0", "C7", "M9", "C9", "D1/7.0", "C7", "B2/7.1", "C7"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

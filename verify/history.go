@@ -30,6 +30,9 @@ type Op struct {
 	Answer  Answer
 	// Offsets are the batch's offsets when it was answered committed.
 	Offsets []int64
+	// Records is how many records the attempt sent (0: not known; the
+	// batch's seqs must then run from 0 to the highest one committed).
+	Records int
 }
 
 // History is what CheckHistory found on one partition, in the spirit of
@@ -43,14 +46,31 @@ type History struct {
 	// AbortedReads are offsets a read_committed reader was given whose
 	// transaction did not commit (aborted, or never ended).
 	AbortedReads []int64
-	// LostWrites are batches answered committed that are not at their
-	// offsets at or below the highest offset read.
+	// LostWrites are batches answered committed that are not, every
+	// record, at their offsets among the records read. The reader reads
+	// to the partition's end (ShortReads holds it to that), so an offset
+	// past the last record read is a loss too, not an unchecked answer.
 	LostWrites []Op
-	// RefusedCommitted are batches answered with a definite refusal that
-	// are committed under the token they were sent with, when no other
-	// attempt of that batch and token was answered committed or unknown (a
-	// retry refused after an attempt that may have landed says nothing of
-	// that attempt: the refusal is of the retry).
+	// EmptyAcks are answers committed that name no offsets: nothing says
+	// where the batch is, so nothing could check it.
+	EmptyAcks []Op
+	// ShortReads are the offsets of committed records (the log's markers
+	// say so) that the read_committed reader was not given: it stopped
+	// short of the partition's end, or the records were lost to it. A
+	// reader that read nothing would otherwise leave every answer
+	// unchecked.
+	ShortReads []int64
+	// PartialBatches are batches (lease, token, batch) committed in part:
+	// some of the records an attempt sent are committed and others are
+	// not. A batch is one transaction: it lands whole or not at all,
+	// acknowledged or not.
+	PartialBatches []string
+	// RefusedCommitted are batches answered with a definite refusal any
+	// record of which (not only the first) is committed under the token
+	// they were sent with, when no other attempt of that batch and token
+	// was answered committed or unknown (a retry refused after an attempt
+	// that may have landed says nothing of that attempt: the refusal is
+	// of the retry).
 	RefusedCommitted []Op
 	// Duplicates are data records (lease, token, batch, seq) committed
 	// more than once: one generation committed one batch twice.
@@ -67,12 +87,15 @@ type History struct {
 
 // CheckHistory checks the answers ops against log (ReadLog: every record
 // and marker) and read (ReadPartition: what a read_committed reader was
-// given).
+// given). read must reach the end of log: take both once the writes have
+// ended, read before log, or every committed record read missed is a
+// short read.
 func CheckHistory(log []LogRecord, read []Record, ops []Op) History {
 	h := History{Ops: len(ops), DelayedCommits: CommitOrder(log)}
 	committed, _ := transactions(log)
 	inTxn := map[int64]bool{}
-	landed := map[string]int{} // lease/token/batch/seq -> times committed
+	landed := map[string]int{}        // lease/token/batch/seq -> times committed
+	seqs := map[string]map[int]bool{} // lease/token/batch -> its seqs committed
 	tokens := map[string]map[int64]bool{}
 	for _, t := range committed {
 		for _, r := range t.records {
@@ -81,6 +104,11 @@ func CheckHistory(log []LogRecord, read []Record, ops []Op) History {
 				continue
 			}
 			landed[recordKey(r.Lease, r.Token, r.Batch, r.Seq)]++
+			bk := batchKey(r.Lease, r.Token, r.Batch)
+			if seqs[bk] == nil {
+				seqs[bk] = map[int]bool{}
+			}
+			seqs[bk][r.Seq] = true
 			k := fmt.Sprintf("%s/%s/%s/%d", r.Lease, r.Owner, r.Batch, r.Seq)
 			if tokens[k] == nil {
 				tokens[k] = map[int64]bool{}
@@ -89,37 +117,42 @@ func CheckHistory(log []LogRecord, read []Record, ops []Op) History {
 		}
 	}
 	h.AbortedReads = abortedReads(read, inTxn)
+	h.ShortReads = shortReads(committed, read)
 	h.Duplicates = duplicates(landed)
 	for _, ts := range tokens {
 		if len(ts) > 1 {
 			h.Retried++
 		}
 	}
-	h.judge(ops, read, landed)
+	h.PartialBatches = partial(seqs, sent(ops))
+	h.judge(ops, read, seqs)
 	return h
 }
 
-// judge counts the answers and checks each against what landed.
-func (h *History) judge(ops []Op, read []Record, landed map[string]int) {
+// judge counts the answers and checks each against what landed: seqs are
+// the seqs committed of each batch (lease/token/batch), every one of them
+// judged, not only the first.
+func (h *History) judge(ops []Op, read []Record, seqs map[string]map[int]bool) {
 	byOffset := make(map[int64]Record, len(read))
-	high := int64(-1)
 	for _, r := range read {
 		byOffset[r.Offset] = r
-		high = max(high, r.Offset)
 	}
 	mayHave := map[string]bool{} // a batch and token one of whose attempts may have landed
 	for _, op := range ops {
 		if op.Answer != AnswerRefused {
-			mayHave[recordKey(op.Lease, op.Token, op.BatchID, 0)] = true
+			mayHave[batchKey(op.Lease, op.Token, op.BatchID)] = true
 		}
 	}
 	for _, op := range ops {
-		key := recordKey(op.Lease, op.Token, op.BatchID, 0)
-		in := landed[key] > 0
+		key := batchKey(op.Lease, op.Token, op.BatchID)
+		in := len(seqs[key]) > 0
 		switch op.Answer {
 		case AnswerCommitted:
 			h.Committed++
-			if lost(op, byOffset, high) {
+			switch {
+			case len(op.Offsets) == 0:
+				h.EmptyAcks = append(h.EmptyAcks, op)
+			case lost(op, byOffset):
 				h.LostWrites = append(h.LostWrites, op)
 			}
 		case AnswerRefused:
@@ -137,12 +170,9 @@ func (h *History) judge(ops []Op, read []Record, landed map[string]int) {
 }
 
 // lost reports whether a batch answered committed is missing from the
-// records read at any of its offsets at or below high.
-func lost(op Op, byOffset map[int64]Record, high int64) bool {
+// records read at any of its offsets.
+func lost(op Op, byOffset map[int64]Record) bool {
 	for seq, off := range op.Offsets {
-		if off > high {
-			continue
-		}
 		r, ok := byOffset[off]
 		if !ok || r.Barrier || r.Lease != op.Lease || r.Token != op.Token || r.Batch != op.BatchID || r.Seq != seq {
 			return true
@@ -153,6 +183,60 @@ func lost(op Op, byOffset map[int64]Record, high int64) bool {
 
 func recordKey(lease string, token int64, batch string, seq int) string {
 	return fmt.Sprintf("%s/%d/%s/%d", lease, token, batch, seq)
+}
+
+// sent is, per batch (lease/token/batch), the most records an attempt of
+// it sent (absent: not known).
+func sent(ops []Op) map[string]int {
+	out := map[string]int{}
+	for _, op := range ops {
+		if op.Records > 0 {
+			k := batchKey(op.Lease, op.Token, op.BatchID)
+			out[k] = max(out[k], op.Records)
+		}
+	}
+	return out
+}
+
+// partial are the batches committed in part, sorted: fewer seqs than
+// the attempts sent (or, not known, than the highest seq committed
+// implies), or a seq beyond them.
+func partial(seqs map[string]map[int]bool, sent map[string]int) []string {
+	var out []string
+	for k, got := range seqs {
+		want := sent[k]
+		top := -1
+		for seq := range got {
+			top = max(top, seq)
+		}
+		if want == 0 {
+			want = top + 1
+		}
+		if len(got) != want || top >= want {
+			out = append(out, fmt.Sprintf("%s: %d of %d records committed", k, len(got), want))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// shortReads are the offsets of committed records (not markers) that the
+// read_committed reader was not given, in offset order.
+func shortReads(committed []committedTxn, read []Record) []int64 {
+	given := make(map[int64]bool, len(read))
+	for _, r := range read {
+		given[r.Offset] = true
+	}
+	var out []int64
+	for _, t := range committed {
+		for _, r := range t.records {
+			if !given[r.Offset] {
+				out = append(out, r.Offset)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // abortedReads are the offsets read whose transaction did not commit.
@@ -179,16 +263,26 @@ func duplicates(landed map[string]int) []string {
 }
 
 // Violations are the findings that break the answer contract or an
-// invariant: aborted reads, lost writes, definite refusals committed,
-// duplicates under one token, delayed commits. Retries and unknown
+// invariant: aborted reads, short reads, lost writes, acknowledgements
+// without offsets, definite refusals committed, batches committed in
+// part, duplicates under one token, delayed commits. Retries and unknown
 // outcomes that landed are not violations.
 func (h History) Violations() []Violation {
 	var out []Violation
 	for _, off := range h.AbortedReads {
 		out = append(out, Violation{"history", off, "read_committed returned a record of a transaction that did not commit"})
 	}
+	if n := len(h.ShortReads); n > 0 {
+		out = append(out, Violation{"history", h.ShortReads[0], fmt.Sprintf("short read: the reader was not given %d committed records (the first at offset %d): it did not read to the partition's end", n, h.ShortReads[0])})
+	}
 	for _, op := range h.LostWrites {
 		out = append(out, Violation{"history", first(op.Offsets), fmt.Sprintf("lost write: %s batch %s (token %d) answered committed, not in the log", op.Lease, op.BatchID, op.Token)})
+	}
+	for _, op := range h.EmptyAcks {
+		out = append(out, Violation{"history", -1, fmt.Sprintf("%s batch %s (token %d) answered committed with no offsets", op.Lease, op.BatchID, op.Token)})
+	}
+	for _, p := range h.PartialBatches {
+		out = append(out, Violation{"history", -1, "batch committed in part: " + p})
 	}
 	for _, op := range h.RefusedCommitted {
 		out = append(out, Violation{"history", -1, fmt.Sprintf("%s batch %s (token %d) answered a definite refusal and is committed", op.Lease, op.BatchID, op.Token)})
@@ -210,7 +304,8 @@ func first(offs []int64) int64 {
 func (h History) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d answers (%d committed, %d refused, %d unknown, %d of them landed); ", h.Ops, h.Committed, h.Refused, h.Unknown, h.UnknownLanded)
-	fmt.Fprintf(&b, "aborted reads %d, lost writes %d, definite refusals committed %d, duplicates %d, delayed commits %d; retried under a new generation %d",
-		len(h.AbortedReads), len(h.LostWrites), len(h.RefusedCommitted), len(h.Duplicates), len(h.DelayedCommits), h.Retried)
+	fmt.Fprintf(&b, "aborted reads %d, short reads %d, lost writes %d, acks without offsets %d, definite refusals committed %d, batches committed in part %d, duplicates %d, delayed commits %d; retried under a new generation %d",
+		len(h.AbortedReads), len(h.ShortReads), len(h.LostWrites), len(h.EmptyAcks), len(h.RefusedCommitted), len(h.PartialBatches),
+		len(h.Duplicates), len(h.DelayedCommits), h.Retried)
 	return b.String()
 }

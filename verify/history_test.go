@@ -9,7 +9,8 @@ import (
 )
 
 // historyLog builds a log from entries, one per offset: "B<token>" a
-// barrier, "D<token>:<batch>" a batch's only record, "C" and "A" a commit
+// barrier, "D<token>:<batch>" a batch's only record ("D<token>:<batch>:<seq>"
+// its record seq), "C" and "A" a commit
 // or abort marker; producer 7, epoch token-1 (lease "l", owner "o"). read
 // is what a read_committed reader was given at those offsets.
 func historyLog(t *testing.T, entries ...string) (log []LogRecord, read []Record) {
@@ -26,8 +27,13 @@ func historyLog(t *testing.T, entries ...string) (log []LogRecord, read []Record
 		case 'D':
 			var token int64
 			var batch string
-			mustScan(t, strings.Replace(e[1:], ":", " ", 1), "%d %s", &token, &batch)
-			r.Stamp = barrier.Stamp{Lease: "l", Token: token, Owner: "o", Batch: batch}
+			seq := 0
+			parts := strings.Split(e[1:], ":")
+			mustScan(t, parts[0]+" "+parts[1], "%d %s", &token, &batch)
+			if len(parts) > 2 {
+				mustScan(t, parts[2], "%d", &seq)
+			}
+			r.Stamp = barrier.Stamp{Lease: "l", Token: token, Owner: "o", Batch: batch, Seq: seq}
 		case 'C', 'A':
 			r.Control, r.Commit = true, e[0] == 'C'
 		}

@@ -28,8 +28,12 @@ type Record struct {
 	Offset    int64
 	Timestamp time.Time
 	barrier.Stamp
-	Key   []byte
-	Value []byte
+	// Marker: a rollout marker (barrier.IsMarker), written by the admin
+	// API's rollout to every partition of a pattern: neither a lease's
+	// data nor its barrier.
+	Marker bool
+	Key    []byte
+	Value  []byte
 }
 
 // ReadPartition reads topic/partition from the beginning to its end with
@@ -153,7 +157,7 @@ func readUntil(c *kafka.Consumer, tp kafka.TopicPartition, high int64, deadline 
 
 func parse(m *kafka.Message) Record {
 	st, _ := barrier.ReadStamp(m.Headers)
-	return Record{Offset: int64(m.TopicPartition.Offset), Timestamp: m.Timestamp, Stamp: st, Key: m.Key, Value: m.Value}
+	return Record{Offset: int64(m.TopicPartition.Offset), Timestamp: m.Timestamp, Stamp: st, Marker: barrier.IsMarker(m.Headers), Key: m.Key, Value: m.Value}
 }
 
 // Violation is one breach of an invariant.
@@ -174,6 +178,9 @@ func NoStaleWrite(recs []Record) []Violation {
 	var out []Violation
 	fence := map[string]int64{} // lease -> token of its latest barrier
 	for _, r := range recs {
+		if r.Marker {
+			continue
+		}
 		cur, seen := fence[r.Lease]
 		if r.Barrier {
 			// A barrier at or below the fence (a replica's late handover,
@@ -199,15 +206,23 @@ type Batch struct {
 
 // NoAckedLoss checks I3: every acknowledged batch is present at its
 // offsets, committed, with its records in order and nothing else of the
-// batch in between; acked batches of one generation (lease and token)
-// appear in acknowledgement order. Across generations the fence orders
-// them: a batch an old generation committed before the new barrier may
-// be answered after the new generation's first batches (its replica was
-// paused between commit and reply).
+// batch in between (no other copy of one of its records between its
+// first and last offset); acked batches of one generation (lease and
+// token) appear in acknowledgement order. An acknowledgement with no
+// offsets says nothing of where the batch is and fails: it cannot be
+// checked. Across generations the fence orders them: a batch an old
+// generation committed before the new barrier may be answered after the
+// new generation's first batches (its replica was paused between commit
+// and reply).
 func NoAckedLoss(recs []Record, acked []Batch) []Violation {
 	byOffset := make(map[int64]Record, len(recs))
+	copies := map[string][]int64{} // lease/token/batch -> offsets of its records
 	for _, r := range recs {
 		byOffset[r.Offset] = r
+		if !r.Barrier {
+			k := batchKey(r.Lease, r.Token, r.Batch)
+			copies[k] = append(copies[k], r.Offset)
+		}
 	}
 	var out []Violation
 	type generation struct {
@@ -216,6 +231,10 @@ func NoAckedLoss(recs []Record, acked []Batch) []Violation {
 	}
 	last := map[generation]int64{}
 	for _, b := range acked {
+		if len(b.Offsets) == 0 {
+			out = append(out, Violation{"I3", -1, fmt.Sprintf("acked %s batch %s (token %d) with no offsets: nothing to check it by", b.Lease, b.BatchID, b.Token)})
+			continue
+		}
 		gen := generation{b.Lease, b.Token}
 		for seq, off := range b.Offsets {
 			r, ok := byOffset[off]
@@ -227,6 +246,30 @@ func NoAckedLoss(recs []Record, acked []Batch) []Violation {
 			}
 			last[gen] = off
 		}
+		out = append(out, between(b, copies[batchKey(b.Lease, b.Token, b.BatchID)])...)
 	}
 	return out
+}
+
+// between flags the records of acked batch b (at offs) that lie between
+// its first and last offset and are not at its offsets: another copy of
+// one of its records inside it.
+func between(b Batch, offs []int64) []Violation {
+	own := make(map[int64]bool, len(b.Offsets))
+	lo, hi := b.Offsets[0], b.Offsets[0]
+	for _, off := range b.Offsets {
+		own[off] = true
+		lo, hi = min(lo, off), max(hi, off)
+	}
+	var out []Violation
+	for _, off := range offs {
+		if off > lo && off < hi && !own[off] {
+			out = append(out, Violation{"I3", off, fmt.Sprintf("acked %s batch %s (token %d): another record of the batch between its offsets %d..%d", b.Lease, b.BatchID, b.Token, lo, hi)})
+		}
+	}
+	return out
+}
+
+func batchKey(lease string, token int64, batch string) string {
+	return fmt.Sprintf("%s/%d/%s", lease, token, batch)
 }

@@ -283,16 +283,19 @@ type invariantRow struct {
 // view is what the template renders.
 type view struct {
 	Pass       cell
+	Failures   []string
 	Run        [][2]cell
 	Scenario   [][2]cell
 	Invariants []invariantRow
 	Ledger     LedgerCheck
-	Baselines  [][]cell
-	Gateway    [][2]cell
-	Charts     []chart
-	Latency    chart
-	Mixed      *MixedFigures
-	Stateful   *statefulView
+	// LedgerExtra is the ledger's extra batches and why they are there.
+	LedgerExtra string
+	Baselines   [][]cell
+	Gateway     [][2]cell
+	Charts      []chart
+	Latency     chart
+	Mixed       *MixedFigures
+	Stateful    *statefulView
 }
 
 // statefulView is the I6 section of a --stateful run.
@@ -305,7 +308,7 @@ type statefulView struct {
 func (rep *Report) view() view {
 	s := rep.Scenario
 	rate := text(s.pacing())
-	v := view{Pass: verdict(rep.Pass), Run: rep.Run.cells(), Mixed: rep.Mixed}
+	v := view{Pass: verdict(rep.Pass), Failures: rep.Failures, Run: rep.Run.cells(), Mixed: rep.Mixed}
 	v.Scenario = [][2]cell{
 		{text("leases x workers per lease"), text(fmt.Sprintf("%d x %d", s.Leases, s.WorkersPerLease))},
 		{text("batch"), text(fmt.Sprintf("%d records of %d B", s.BatchSize, s.RecordSize))},
@@ -320,11 +323,7 @@ func (rep *Report) view() view {
 		v.Scenario = append(v.Scenario, [2]cell{text("workers"), text("stateful: items resumed from the lease's checkpoint")})
 	}
 	v.Invariants = rep.invariantRows()
-	if rep.Mixed != nil {
-		// I2..I4 are not checked on a log with unstamped direct records.
-		v.Invariants = v.Invariants[:1]
-	}
-	v.Ledger = rep.Ledger
+	v.Ledger, v.LedgerExtra = rep.Ledger, rep.Ledger.extraText()
 	if f := rep.Stateful; f != nil {
 		v.Stateful = &statefulView{Verdict: verdict(f.I6.Pass), I6: f.I6, Rows: f.stateRows()}
 	}
@@ -338,7 +337,7 @@ func (rep *Report) view() view {
 		{text("stale writes attempted by frozen workers"), text(thousands(g.StaleAttempts))},
 		{text("... refused"), text(thousands(g.StaleRefused))},
 		{text("... accepted"), verdictCount(g.StaleAccepted)},
-		{text("errors seen by workers"), text(thousands(g.Errors))},
+		{text("errors seen by workers"), text(thousands(g.Errors) + rep.errorsWhy())},
 		{text("sessions left after the run"), rep.sessionsLeft()},
 		{text("process threads before / after"), rep.threads("%d / %d")},
 	}
@@ -424,7 +423,8 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:
 .axis{font-size:11px;fill:#444}.title{font-size:12px;fill:#222}p.note{color:#555;font-size:90%}
 </style></head><body>
 <h1>fencegate loadtest: <span class="{{.Pass.Class}}">{{.Pass.Text}}</span></h1>
-<p class="note">Pass: every invariant and the ledger check hold, the gateway accepted no stale record, and no session outlived the run.</p>
+<p class="note">Pass: every invariant and the ledger check hold and each checked something, the gateway accepted no stale record, no session outlived the run, and every worker error, extra ledger batch and network fault round is explained.</p>
+{{if .Failures}}<ul>{{range .Failures}}<li class="fail">{{.}}</li>{{end}}</ul>{{end}}
 
 <h2>Run</h2>
 <table>{{range .Run}}<tr><th class="l">{{(index . 0).Text}}</th><td class="l">{{(index . 1).Text}}</td></tr>{{end}}</table>
@@ -449,7 +449,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.pass{color:#0a7a2a;font-weight:
 {{range .Invariants}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Means}}</td><td class="{{if .Inv.Pass}}pass{{else}}fail{{end}}">{{if .Inv.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Inv.Checked}}</td><td>{{n .Inv.Violations}}</td></tr>
 {{range .Inv.Examples}}<tr><td class="l fail" colspan="5">example: {{.}}</td></tr>{{end}}{{end}}
 {{if .Ledger.NotChecked}}<tr><td class="l">ledger = acknowledged batches</td><td class="l">no materializer ran: no ledger to compare</td><td class="nm">not measured</td><td></td><td></td></tr>
-{{else}}<tr><td class="l">ledger = acknowledged batches</td><td class="l">the materializer's ledger holds each acknowledged batch once (missing {{.Ledger.Missing}}, duplicated {{.Ledger.Duplicated}}, unacknowledged extra {{.Ledger.Extra}})</td><td class="{{if .Ledger.Pass}}pass{{else}}fail{{end}}">{{if .Ledger.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Ledger.AckedBatches}}</td><td>{{n .Ledger.Missing}}</td></tr>{{end}}
+{{else}}<tr><td class="l">ledger = acknowledged batches</td><td class="l">the materializer's ledger holds each acknowledged batch once (missing {{.Ledger.Missing}}, duplicated {{.Ledger.Duplicated}}, {{.LedgerExtra}})</td><td class="{{if .Ledger.Pass}}pass{{else}}fail{{end}}">{{if .Ledger.Pass}}pass{{else}}FAIL{{end}}</td><td>{{n .Ledger.AckedBatches}}</td><td>{{n .Ledger.Missing}}</td></tr>{{end}}
 </table>
 {{with .Stateful}}
 <h2>Stateful workers: I6 exactly-once processing: <span class="{{.Verdict.Class}}">{{.Verdict.Text}}</span></h2>

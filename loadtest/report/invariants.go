@@ -25,12 +25,36 @@ type LedgerCheck struct {
 	AckedBatches int  `json:"acked_batches"`
 	Missing      int  `json:"missing"`
 	Duplicated   int  `json:"duplicated"`
-	// Extra are ledger batches nobody acknowledged (an ambiguous commit
-	// that landed; allowed).
-	Extra int `json:"extra"`
+	// Extra are ledger batches nobody acknowledged. One that an answer to
+	// one of its attempts explains is allowed, and ExtraBecause counts
+	// them by that answer (an outcome unknown may have committed; a 200
+	// to a write the harness does not count as an acknowledged batch,
+	// a frozen worker's). Unexplained are the others, a failure: a batch
+	// nobody was told is or may be committed.
+	Extra        int            `json:"extra"`
+	ExtraBecause map[string]int `json:"extra_because,omitempty"`
+	Unexplained  int            `json:"extra_unexplained"`
 	// NotChecked: no materializer ran (--materializer=false), so there is
 	// no ledger to compare; the verdict leaves it out.
 	NotChecked bool `json:"not_checked,omitempty"`
+}
+
+// Finish sets Pass: nothing missing, nothing duplicated, no extra batch
+// that nothing explains.
+func (c *LedgerCheck) Finish() {
+	c.Pass = c.Missing == 0 && c.Duplicated == 0 && c.Unexplained == 0
+}
+
+// extraText is the extra batches and why they are there.
+func (c LedgerCheck) extraText() string {
+	if c.Extra == 0 {
+		return "extra 0"
+	}
+	why := make(map[string]int64, len(c.ExtraBecause))
+	for k, v := range c.ExtraBecause {
+		why[k] = int64(v)
+	}
+	return fmt.Sprintf("extra %d: explained (not a verdict) by %s; unexplained %d", c.Extra, counts(why), c.Unexplained)
 }
 
 // InvariantText is an invariant's name and statement as docs/design.md

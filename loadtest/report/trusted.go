@@ -40,16 +40,17 @@ type TrustedCheck struct {
 
 // Finish sets Pass.
 func (c *TrustedCheck) Finish() {
-	c.Pass = c.Missing == 0 && c.Duplicated == 0 && c.NotInLedger == 0 && c.NotInTrusted == 0 && c.OutOfOrder == 0
+	c.LedgerCheck.Finish()
+	c.Pass = c.Pass && c.NotInLedger == 0 && c.NotInTrusted == 0 && c.OutOfOrder == 0
 }
 
 func (c *TrustedCheck) writeMarkdown(w io.Writer) {
 	if c == nil {
 		return
 	}
-	fmt.Fprintf(w, "trusted topic == acked batches == ledger: %s; %d acked batches, missing %d, duplicated %d (extra %d), %d records, "+
+	fmt.Fprintf(w, "trusted topic == acked batches == ledger: %s; %d acked batches, missing %d, duplicated %d (%s), %d records, "+
 		"not in the ledger %d, not in the trusted topic %d, out of order %d, materializer kills %d, second instance joins %d (slowest %.1f s) and leaves %d, "+
 		"caught up %.1f s after the ledger check\n\n",
-		passText(c.Pass), c.AckedBatches, c.Missing, c.Duplicated, c.Extra, c.Records, c.NotInLedger, c.NotInTrusted,
+		passText(c.Pass), c.AckedBatches, c.Missing, c.Duplicated, c.extraText(), c.Records, c.NotInLedger, c.NotInTrusted,
 		c.OutOfOrder, c.MaterializerKills, c.SecondJoins, c.SecondJoinMaxS, c.SecondLeaves, c.CatchUpS)
 }
