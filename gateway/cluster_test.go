@@ -184,6 +184,11 @@ var clusterFaults = []clusterFault{
 		pause(context.Background(), 8*time.Second) // past broker.session.timeout.ms (6 s)
 		return resume
 	}},
+	{"cut a broker off the network", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
+		heal := a.Isolate(coordinatorOf(t, a, b.txnID(busy)))
+		pause(context.Background(), 8*time.Second) // past broker.session.timeout.ms (6 s)
+		return heal
+	}},
 	{"move the active controller", func(t *testing.T, _ *testBundle, a *kafkatest.Apache, _ string) func() {
 		n := activeController(t, a)
 		a.Kill(n)
@@ -209,7 +214,7 @@ var clusterFaults = []clusterFault{
 // outcome unknown, and barriers).
 func TestClusterFaultsUnderLoad(t *testing.T) {
 	t.Parallel()
-	b, a := apacheBundle(t, kafkatest.ApacheOptions{Nodes: 3, Config: []string{
+	b, a := apacheBundle(t, kafkatest.ApacheOptions{Nodes: 3, Proxied: true, Config: []string{
 		"broker.session.timeout.ms=6000", "broker.heartbeat.interval.ms=1000",
 	}})
 	r := b.newReplica(nil)

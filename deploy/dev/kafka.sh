@@ -36,6 +36,11 @@
 #   FENCEGATE_KAFKA_CONFIG   extra server.properties lines (key=value,
 #                            newline separated), written last so they win:
 #                            a test's broker with unsafe or short settings
+#   FENCEGATE_KAFKA_ADVERTISED  host:port each node advertises to clients and
+#                            to the other brokers, comma-separated in node order
+#                            (a test's fault proxies in front of the nodes)
+#   FENCEGATE_KAFKA_VOTERS   controller.quorum.voters instead of the nodes' own
+#                            controller ports (the proxies in front of them)
 #   FENCEGATE_KAFKA_WATCH_PID  stop the broker when this process ends (a
 #                            test's broker must not outlive its test binary)
 #   FENCEGATE_KAFKA_MODE     single|cluster|all for stop, status, url, pids
@@ -156,12 +161,17 @@ XML
 write_config() {
   local mode="$1" n="$2" d="$3" rf=1 isr=1
   [ "$mode" = cluster ] && rf=3 isr=2
+  local advertised="127.0.0.1:$(broker_port "$mode" "$n")" voters
+  voters="${FENCEGATE_KAFKA_VOTERS:-$(voters_of "$mode")}"
+  if [ -n "${FENCEGATE_KAFKA_ADVERTISED:-}" ]; then
+    advertised="$(echo "$FENCEGATE_KAFKA_ADVERTISED" | cut -d, -f"$n")"
+  fi
   cat >"$d/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=$n
-controller.quorum.voters=$(voters_of "$mode")
+controller.quorum.voters=$voters
 listeners=PLAINTEXT://127.0.0.1:$(broker_port "$mode" "$n"),CONTROLLER://127.0.0.1:$(ctl_port "$mode" "$n")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$mode" "$n")
+advertised.listeners=PLAINTEXT://$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/fencegate/fencegate/internal/netfault"
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
@@ -34,6 +35,10 @@ type Apache struct {
 	port   int
 	mode   string // "single" or "cluster"
 	config string
+	// links are the fault proxies in front of each node (Proxied): its
+	// broker listener and its controller listener.
+	links map[int][]*netfault.Link
+	proxy []string // FENCEGATE_KAFKA_ADVERTISED and _VOTERS
 }
 
 // ApacheOptions configure StartApache.
@@ -43,6 +48,12 @@ type ApacheOptions struct {
 	// Config lines (key=value) written last into every node's
 	// server.properties, so they win over kafka.sh's.
 	Config []string
+	// Proxied puts a fault proxy (internal/netfault) in front of each
+	// node's broker and controller listeners; every node advertises its
+	// proxy and the quorum's voters are the proxies, so clients, the
+	// other brokers and the controllers all reach a node through them
+	// (Isolate).
+	Proxied bool
 }
 
 // Script returns the path of deploy/dev/kafka.sh, found by walking up
@@ -94,6 +105,9 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 	var last error
 	for range 3 {
 		a.port = freeBase(a.mode)
+		if o.Proxied {
+			a.proxyNodes(t)
+		}
 		if last = a.run(a.startVerb()); last == nil {
 			break
 		}
@@ -105,11 +119,66 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 		t.Fatalf("kafkatest: %v", last)
 	}
 	brokers := a.url()
+	if o.Proxied {
+		brokers = strings.TrimPrefix(a.proxy[0], "FENCEGATE_KAFKA_ADVERTISED=")
+	}
 	a.Cluster = &Cluster{Brokers: brokers, Conn: kafkaconn.Config{Brokers: brokers}, Topic: topic}
 	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
 		t.Fatalf("kafkatest: %v\n%s", err, a.LogTail(1, 30))
 	}
 	return a
+}
+
+// proxyNodes starts the fault proxies of every node for the ports of
+// a.port, closed when the test ends.
+func (a *Apache) proxyNodes(t testing.TB) {
+	a.links = map[int][]*netfault.Link{}
+	var advertised, voters []string
+	for n := 1; n <= a.nodes(); n++ {
+		b, c := a.port+99+n, a.port+199+n
+		if a.mode == "single" {
+			b, c = a.port, a.port+1
+		}
+		for _, up := range []int{b, c} {
+			l, err := netfault.New(fmt.Sprintf("kafka-%d-%d", n, up), "127.0.0.1:"+strconv.Itoa(up))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(l.Close)
+			a.links[n] = append(a.links[n], l)
+		}
+		advertised = append(advertised, a.links[n][0].Addr)
+		voters = append(voters, fmt.Sprintf("%d@%s", n, a.links[n][1].Addr))
+	}
+	a.proxy = []string{"FENCEGATE_KAFKA_ADVERTISED=" + strings.Join(advertised, ","),
+		"FENCEGATE_KAFKA_VOTERS=" + strings.Join(voters, ",")}
+}
+
+func (a *Apache) nodes() int {
+	if a.mode == "cluster" {
+		return 3
+	}
+	return 1
+}
+
+// Isolate drops every byte sent to node n through its proxies, both
+// ways on each connection: clients, the other brokers and the quorum can
+// no longer reach it, while its own connections to the others' proxies
+// stay (a node cut off from everyone who calls it). It needs Proxied.
+func (a *Apache) Isolate(n int) (heal func()) {
+	a.t.Helper()
+	if a.links == nil {
+		a.t.Fatal("kafkatest: Isolate needs ApacheOptions.Proxied")
+	}
+	var undo []func()
+	for _, l := range a.links[n] {
+		undo = append(undo, l.Blackhole(netfault.Both))
+	}
+	return func() {
+		for _, u := range undo {
+			u()
+		}
+	}
 }
 
 func (a *Apache) startVerb() string {
@@ -212,7 +281,7 @@ func (a *Apache) url() string {
 }
 
 func (a *Apache) env() []string {
-	return append(os.Environ(),
+	return append(append(os.Environ(), a.proxy...),
 		"FENCEGATE_KAFKA_PORT="+strconv.Itoa(a.port),
 		"FENCEGATE_KAFKA_DIR="+a.dir,
 		"FENCEGATE_KAFKA_MODE="+a.mode,
