@@ -43,8 +43,9 @@ type TypedValue struct {
 // token or above) and answers the lease's checkpoint then, final for every
 // earlier generation (docs/design.md, "Checkpoints"). The caller's
 // generation must be the lease's current, active, unexpired one in
-// Postgres (else lease_lost), and caller must be allowed to act for its
-// client. Past wait: 503 ledger_behind, nothing changed.
+// Postgres (else lease_lost), before the wait and again after the read,
+// and caller must be allowed to act for its client. Past wait: 503
+// ledger_behind, nothing changed.
 func (g *Gateway) Checkpoint(ctx context.Context, caller *Client, name, owner string, token int64, wait time.Duration) (CheckpointAnswer, error) {
 	ctx, span := g.tracer.Start(ctx, "fencegate.checkpoint", trace.WithAttributes(attrLease.String(name), attrToken.Int64(token)))
 	defer span.End()
@@ -56,18 +57,8 @@ func (g *Gateway) checkpoint(ctx context.Context, caller *Client, name, owner st
 	if g.cfg.Ledger == nil {
 		return CheckpointAnswer{}, errorf(CodeStoreUnavailable, "this replica has no ledger database to read")
 	}
-	l, err := g.store.Get(ctx, name)
-	if errors.Is(err, leasestore.ErrNotFound) {
-		err = &leasestore.LostError{Name: name, Reason: leasestore.LostNotFound}
-	}
-	if err == nil {
-		err = l.Holds(owner, token)
-	}
-	if err != nil {
+	if err := g.current(ctx, caller, name, owner, token); err != nil {
 		return CheckpointAnswer{}, err
-	}
-	if e := caller.mayActFor(l.Client, name); e != nil {
-		return CheckpointAnswer{}, e
 	}
 	place, err := g.router.Resolve(name)
 	if err != nil {
@@ -80,16 +71,44 @@ func (g *Gateway) checkpoint(ctx context.Context, caller *Client, name, owner st
 		case err != nil:
 			return CheckpointAnswer{}, errorf(CodeStoreUnavailable, "ledger unavailable")
 		case fence >= token:
+			// Checked again after the read (FM80): the generation may have
+			// ended while the read waited, and the row may then hold a
+			// later generation's checkpoint. Current before and after the
+			// read, it was current during it, and no later generation
+			// had written yet.
+			if err := g.current(ctx, caller, name, owner, token); err != nil {
+				return CheckpointAnswer{}, err
+			}
 			return CheckpointAnswer{Name: name, Token: token, Checkpoint: cp}, nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return CheckpointAnswer{}, ledgerBehind(name, token, fence)
 		}
+		g.cfg.Hooks.call(HookLedgerBehind, name, token)
 		if !pauseFor(ctx, min(pause, left)) {
 			return CheckpointAnswer{}, ledgerBehind(name, token, fence)
 		}
 	}
+}
+
+// current refuses unless (owner, token) is the lease's current, active,
+// unexpired generation in Postgres and caller may act for its client.
+func (g *Gateway) current(ctx context.Context, caller *Client, name, owner string, token int64) error {
+	l, err := g.store.Get(ctx, name)
+	if errors.Is(err, leasestore.ErrNotFound) {
+		err = &leasestore.LostError{Name: name, Reason: leasestore.LostNotFound}
+	}
+	if err == nil {
+		err = l.Holds(owner, token)
+	}
+	if err != nil {
+		return err
+	}
+	if e := caller.mayActFor(l.Client, name); e != nil {
+		return e
+	}
+	return nil
 }
 
 // Polling the ledger while a checkpoint read waits: the first pause, then
