@@ -2,11 +2,17 @@ package gateway_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/materializer"
+	"github.com/fencegate/fencegate/txnmap"
 )
 
 // TestFM80_CheckpointReadEndsWithItsGeneration: a checkpoint read still
@@ -116,5 +122,80 @@ func TestFM81_RetriedReleaseWaitsForTheBatchInFlight(t *testing.T) {
 				t.Fatalf("the holder keeps %d sessions after the release", n)
 			}
 		})
+	}
+}
+
+// runMaterializerOn runs a materializer with router on the bundle's
+// ledger, limited to parts (nil: all), until the test ends.
+func (b *testBundle) runMaterializerOn(t testing.TB, router *txnmap.Router, parts []int32) {
+	t.Helper()
+	m, err := materializer.New(b.db.Pool, router, materializer.Config{Kafka: b.kafka.Conn, BarrierKey: barrierKey,
+		PollTimeout: 20 * time.Millisecond, Partitions: parts,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("materializer: %v", err)
+		}
+	})
+}
+
+// TestFM82_CheckpointReadWaitsForTheOldPartition: shard:17 writes a
+// checkpoint on partition 1 under 16 partitions and is released; the
+// topic and the route grow to 32 (shard:17 on partition 17) and a new
+// generation takes it there. A ledger instance that applies partition 17
+// only (split by --partitions, its sibling behind) has the new fence; the
+// read must not answer null as final while partition 1 still holds the
+// previous generation's checkpoint: ledger_behind, and once partition 1
+// is applied, the old checkpoint.
+func TestFM82_CheckpointReadWaitsForTheOldPartition(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const lease = "shard:17"
+	before := b.newReplica(nil)
+	old := before.mustAcquire(t, lease, "w-old", 30*time.Second)
+	if rep := before.produceCheckpoint(t, lease, "w-old", old, "b-old", 2, "input=17"); rep.status != http.StatusOK {
+		t.Fatalf("produce under 16 partitions: %d %s", rep.status, rep.raw)
+	}
+	if rep := before.do(t, "DELETE", "/v1/leases/"+lease+"?owner_id=w-old&token="+itoa(old), nil); rep.status != http.StatusNoContent {
+		t.Fatalf("release: %d %s", rep.status, rep.raw)
+	}
+	if err := kafkatest.GrowTopic(b.kafka.Conn, b.kafka.Topic, 2*partitions); err != nil {
+		t.Fatal(err)
+	}
+	grown, err := txnmap.NewRouter(b.kafka.RouterPrefix("test"), []txnmap.Route{{Pattern: "shard:*", Topic: b.kafka.Topic, Partitions: 2 * partitions}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.router = grown
+	history := []leasestore.Placement{{Pattern: "shard:*", Version: 1, Topic: b.kafka.Topic, Partitions: partitions},
+		{Pattern: "shard:*", Version: 2, Topic: b.kafka.Topic, Partitions: 2 * partitions}}
+	after := b.newReplica(func(c *gateway.Config) { c.Placements = history })
+	fresh := after.mustAcquire(t, lease, "w-new", 30*time.Second)
+	b.runMaterializerOn(t, grown, []int32{17})
+	eventually(t, 30*time.Second, func() (bool, string) {
+		var fence int64
+		err := b.db.Pool.QueryRow(context.Background(), `SELECT coalesce(max(token), 0) FROM fences WHERE lease = $1 AND barrier_partition = 17`, lease).Scan(&fence)
+		return err == nil && fence == fresh, "the instance of partition 17 applied the new barrier"
+	})
+	if rep := after.readCheckpoint(t, lease, "w-new", fresh, "500ms"); rep.status != http.StatusServiceUnavailable || rep.code() != "ledger_behind" {
+		t.Fatalf("read with partition 1 not applied: %d %s, want 503 ledger_behind", rep.status, rep.raw)
+	}
+	var rest []int32
+	for p := range int32(2 * partitions) {
+		if p != 17 {
+			rest = append(rest, p)
+		}
+	}
+	b.runMaterializerOn(t, grown, rest)
+	batch, value, ok := checkpointOf(t, after.readCheckpoint(t, lease, "w-new", fresh, "30s"))
+	if !ok || batch != "b-old" || value != "input=17" {
+		t.Fatalf("read once partition 1 is applied: %q %q (present %v), want b-old's input=17", batch, value, ok)
 	}
 }

@@ -93,6 +93,11 @@ type Config struct {
 	// /v1/leases/{name}/checkpoint); nil: that read answers
 	// store_unavailable.
 	Ledger *pgxpool.Pool
+	// Placements is every recorded version of the routes' placements
+	// (leasestore.Store.PlacementHistory): a checkpoint read also waits
+	// for the ledger on the partitions a lease lived on under a route's
+	// earlier partition counts (FM82). nil: no route ever changed.
+	Placements []leasestore.Placement
 	// BarrierKey signs generation barriers (at least 16 bytes; required).
 	BarrierKey []byte
 	// HandoverBudget is the share of the TTL a handover may take before it

@@ -49,37 +49,55 @@ func (c Config) TopicPartitions(ctx context.Context, topic string) (int32, error
 // partitions-1 of topic: what a read_committed reader such as the
 // materializer can read up to.
 func (c Config) LastStableOffsets(ctx context.Context, topic string, partitions int32) ([]int64, error) {
+	parts := make([]int32, partitions)
+	for p := range partitions {
+		parts[p] = p
+	}
 	out := make([]int64, partitions)
 	err := c.withClient(func(cl *kgo.Client) error {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.IsolationLevel = 1 // read_committed: the last stable offset
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		for p := range partitions {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp = p, -1 // -1: the end
-			rt.Partitions = append(rt.Partitions, rp)
+		lso, err := LastStable(ctx, cl, topic, parts)
+		for p, off := range lso {
+			out[p] = off
 		}
-		req.Topics = append(req.Topics, rt)
-		shards := cl.RequestSharded(ctx, req)
-		for _, sh := range shards {
-			if sh.Err != nil {
-				return sh.Err
-			}
-			for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
-				for _, p := range t.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-						return fmt.Errorf("kafka: last stable offset of %s/%d: %w", topic, p.Partition, err)
-					}
-					if p.Partition >= 0 && p.Partition < partitions {
-						out[p.Partition] = p.Offset
-					}
-				}
-			}
-		}
-		return nil
+		return err
 	})
 	return out, err
+}
+
+// LastStable returns, with client cl, the last stable offset of each of
+// parts of topic: what a read_committed reader can read up to. Every
+// partition asked is answered, or it returns an error.
+func LastStable(ctx context.Context, cl *kgo.Client, topic string, parts []int32) (map[int32]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 1 // read_committed: the last stable offset
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, p := range parts {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, -1 // -1: the end
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	out := make(map[int32]int64, len(parts))
+	for _, sh := range cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			return nil, sh.Err
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, fmt.Errorf("kafka: last stable offset of %s/%d: %w", topic, p.Partition, err)
+				}
+				out[p.Partition] = p.Offset
+			}
+		}
+	}
+	for _, p := range parts {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("kafka: last stable offset of %s/%d: not answered", topic, p)
+		}
+	}
+	return out, nil
 }
 
 // withClient runs fn with a franz-go client of the connection, closed
