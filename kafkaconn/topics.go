@@ -115,3 +115,80 @@ func (c Config) withClient(fn func(*kgo.Client) error) error {
 	defer cl.Close()
 	return watch.Explain(c, fn(cl))
 }
+
+// OpenTransaction is a transaction open on a partition: the producer
+// holding it and its transactional id ("": the cluster did not name it to
+// this principal, which lacks Describe on it).
+type OpenTransaction struct {
+	Partition       int32
+	ProducerID      int64
+	TransactionalID string
+}
+
+// OpenTransactions returns the transactions open on partitions 0 to
+// partitions-1 of topic (DescribeProducers, KIP-664), each named by its
+// transactional id where the cluster lists it (ListTransactions).
+func (c Config) OpenTransactions(ctx context.Context, topic string, partitions int32) ([]OpenTransaction, error) {
+	var open []OpenTransaction
+	err := c.withClient(func(cl *kgo.Client) error {
+		var err error
+		if open, err = openOn(ctx, cl, topic, partitions); err != nil || len(open) == 0 {
+			return err
+		}
+		ids, err := transactionalIDs(ctx, cl)
+		for i := range open {
+			open[i].TransactionalID = ids[open[i].ProducerID]
+		}
+		return err
+	})
+	return open, err
+}
+
+// openOn asks every partition of topic for its producers with a
+// transaction open.
+func openOn(ctx context.Context, cl *kgo.Client, topic string, partitions int32) ([]OpenTransaction, error) {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic = topic
+	for p := range partitions {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	var open []OpenTransaction
+	for _, sh := range cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			return nil, sh.Err
+		}
+		for _, t := range sh.Resp.(*kmsg.DescribeProducersResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, fmt.Errorf("kafka: producers of %s/%d: %w", topic, p.Partition, err)
+				}
+				for _, ap := range p.ActiveProducers {
+					if ap.CurrentTxnStartOffset >= 0 {
+						open = append(open, OpenTransaction{Partition: p.Partition, ProducerID: ap.ProducerID})
+					}
+				}
+			}
+		}
+	}
+	return open, nil
+}
+
+// transactionalIDs lists the cluster's transactional ids by producer id.
+func transactionalIDs(ctx context.Context, cl *kgo.Client) (map[int64]string, error) {
+	ids := map[int64]string{}
+	for _, sh := range cl.RequestSharded(ctx, kmsg.NewPtrListTransactionsRequest()) {
+		if sh.Err != nil {
+			return nil, sh.Err
+		}
+		resp := sh.Resp.(*kmsg.ListTransactionsResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return nil, fmt.Errorf("kafka: list transactions: %w", err)
+		}
+		for _, s := range resp.TransactionStates {
+			ids[s.ProducerID] = s.TransactionalID
+		}
+	}
+	return ids, nil
+}
