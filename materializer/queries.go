@@ -221,3 +221,16 @@ SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*
        (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
        coalesce((SELECT max("offset") FROM a), -1)`)
 }
+
+// qClaimDatabase claims the ledger database for the ledger or the mirror
+// unless either claimed it (FM85): the two must never write the same
+// fences and checkpoints. A mirror never claims a database a ledger has
+// applied records to.
+const qClaimDatabase = `
+INSERT INTO ledger_owner (kind) SELECT $1::text
+ WHERE $1::text = 'ledger' OR NOT EXISTS (SELECT 1 FROM consumer_positions)
+ON CONFLICT (one) DO NOTHING`
+
+// qDatabaseOwner reads who keeps the ledger database (no row: nobody
+// claimed it, and a ledger has applied records to it).
+const qDatabaseOwner = `SELECT kind FROM ledger_owner`
