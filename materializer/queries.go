@@ -237,3 +237,10 @@ ON CONFLICT (one) DO NOTHING`
 // qDatabaseOwner reads who keeps the ledger database (no row: nobody
 // claimed it, and a ledger has applied records to it).
 const qDatabaseOwner = `SELECT kind FROM ledger_owner`
+
+// qMirrorPosition moves a partition's position forward to the offset past
+// a chunk the trusted sink committed (its mirror, FM82); never back.
+const qMirrorPosition = `
+INSERT INTO consumer_positions (topic, partition, next_offset) VALUES ($1, $2, $3)
+ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
+ WHERE consumer_positions.next_offset < EXCLUDED.next_offset`
