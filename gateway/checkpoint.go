@@ -43,8 +43,9 @@ type TypedValue struct {
 // Checkpoint waits, at most wait, until the ledger has applied the
 // caller's barrier (its fence for the lease on the lease's partition is at
 // token or above) and, for a lease that moved when its route grew, its
-// earlier partitions up to their last stable offset (FM82), and answers the lease's checkpoint then, final for every
-// earlier generation (docs/design.md, "Checkpoints"). The caller's
+// earlier partitions up to their last stable offset (FM82), and answers
+// the lease's checkpoint then, final for every earlier generation
+// (docs/design.md, "Checkpoints"). The caller's
 // generation must be the lease's current, active, unexpired one in
 // Postgres (else lease_lost), before the wait and again after the read,
 // and caller must be allowed to act for its client. Past wait: 503
