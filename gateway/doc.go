@@ -42,7 +42,9 @@
 //
 // Only the replica holding the session releases: it ends the session, lets
 // the batch in flight finish or abort, closes the producer, then releases
-// the row. Another replica answers 421 while a live replica holds it.
+// the row. The ended session stays in the map until its producer is
+// closed, so a release sent again waits for the same batch (FM81).
+// Another replica answers 421 while a live replica holds it.
 //
 // # Invariants (docs/design.md, "Invariants and where they are enforced")
 //

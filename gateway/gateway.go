@@ -93,6 +93,11 @@ type Config struct {
 	// /v1/leases/{name}/checkpoint); nil: that read answers
 	// store_unavailable.
 	Ledger *pgxpool.Pool
+	// Placements is every recorded version of the routes' placements
+	// (leasestore.Store.PlacementHistory): a checkpoint read also waits
+	// for the ledger on the partitions a lease lived on under a route's
+	// earlier partition counts (FM82). nil: no route ever changed.
+	Placements []leasestore.Placement
 	// BarrierKey signs generation barriers (at least 16 bytes; required).
 	BarrierKey []byte
 	// HandoverBudget is the share of the TTL a handover may take before it
@@ -405,15 +410,25 @@ func (g *Gateway) dropOlder(name string, token int64) *session {
 	return cur
 }
 
-// remove ends s and deletes it from the map (release); the returned
-// channel closes once its producer is closed.
-func (g *Gateway) remove(s *session, reason *Error) <-chan struct{} {
+// endNow ends s (release) and returns a channel that closes once its
+// producer is closed. s stays in the map until then (forget): a release
+// sent again while the batch in flight has not settled finds it and waits
+// for the same close, instead of finding no session and releasing the row
+// under a batch about to commit (FM81).
+func (g *Gateway) endNow(s *session, reason *Error) <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.endLocked(s, reason)
+}
+
+// forget deletes s from the map once its producer is closed, unless a
+// later generation took its place.
+func (g *Gateway) forget(s *session) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.sessions[s.name] == s {
 		delete(g.sessions, s.name)
 	}
-	return g.endLocked(s, reason)
 }
 
 func (g *Gateway) reapLoop() {

@@ -27,6 +27,9 @@ const (
 	// HookCommitReturned: CommitTransaction returned (with or without an
 	// error), the batch's answer not yet decided.
 	HookCommitReturned Hook = "commit_returned"
+	// HookLedgerBehind: a checkpoint read found the ledger behind the
+	// caller's barrier and is about to wait for it.
+	HookLedgerBehind Hook = "ledger_behind"
 )
 
 // Hooks calls Fn at every named point; nil does nothing. Fn may block to

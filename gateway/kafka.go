@@ -390,4 +390,13 @@ func (in *inspector) ping(ctx context.Context, routes []txnmap.Route) error {
 	return nil
 }
 
+// lastStable returns the last stable offset of each of parts of topic.
+func (in *inspector) lastStable(ctx context.Context, topic string, parts []int32) (map[int32]int64, error) {
+	lso, err := kafkaconn.LastStable(ctx, in.cl, topic, parts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKafkaUnavailable, err)
+	}
+	return lso, nil
+}
+
 func (in *inspector) close() { in.cl.Close() }

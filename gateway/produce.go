@@ -475,11 +475,15 @@ func (g *Gateway) mayRelease(ctx context.Context, caller *Client, name, owner st
 }
 
 // endForRelease ends s and waits until its producer is closed (the batch
-// in flight, if any, has finished or aborted).
+// in flight, if any, has finished or aborted); only then is s forgotten.
+// A release sent again meanwhile (its first request gave up: the client's
+// deadline, the forwarder's bound) finds the ended s of its generation and
+// waits here too, however often it is retried (FM81).
 func (g *Gateway) endForRelease(ctx context.Context, s *session) error {
-	closed := g.remove(s, errorf(CodeLeaseLost, "lease %q released", s.name))
+	closed := g.endNow(s, errorf(CodeLeaseLost, "lease %q released", s.name))
 	select {
 	case <-closed:
+		g.forget(s)
 		return nil
 	case <-ctx.Done():
 		return errorf(CodeKafkaUnavailable, "release of %q: the batch in flight did not finish: %v", s.name, ctx.Err())

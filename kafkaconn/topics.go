@@ -50,37 +50,55 @@ func (c Config) TopicPartitions(ctx context.Context, topic string) (int32, error
 // partitions-1 of topic: what a read_committed reader such as the
 // materializer can read up to.
 func (c Config) LastStableOffsets(ctx context.Context, topic string, partitions int32) ([]int64, error) {
+	parts := make([]int32, partitions)
+	for p := range partitions {
+		parts[p] = p
+	}
 	out := make([]int64, partitions)
 	err := c.withClient(func(cl *kgo.Client) error {
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.IsolationLevel = 1 // read_committed: the last stable offset
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		for p := range partitions {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp = p, -1 // -1: the end
-			rt.Partitions = append(rt.Partitions, rp)
+		lso, err := LastStable(ctx, cl, topic, parts)
+		for p, off := range lso {
+			out[p] = off
 		}
-		req.Topics = append(req.Topics, rt)
-		shards := cl.RequestSharded(ctx, req)
-		for _, sh := range shards {
-			if sh.Err != nil {
-				return sh.Err
-			}
-			for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
-				for _, p := range t.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-						return fmt.Errorf("kafka: last stable offset of %s/%d: %w", topic, p.Partition, err)
-					}
-					if p.Partition >= 0 && p.Partition < partitions {
-						out[p.Partition] = p.Offset
-					}
-				}
-			}
-		}
-		return nil
+		return err
 	})
 	return out, err
+}
+
+// LastStable returns, with client cl, the last stable offset of each of
+// parts of topic: what a read_committed reader can read up to. Every
+// partition asked is answered, or it returns an error.
+func LastStable(ctx context.Context, cl *kgo.Client, topic string, parts []int32) (map[int32]int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 1 // read_committed: the last stable offset
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for _, p := range parts {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, -1 // -1: the end
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	out := make(map[int32]int64, len(parts))
+	for _, sh := range cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			return nil, sh.Err
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, fmt.Errorf("kafka: last stable offset of %s/%d: %w", topic, p.Partition, err)
+				}
+				out[p.Partition] = p.Offset
+			}
+		}
+	}
+	for _, p := range parts {
+		if _, ok := out[p]; !ok {
+			return nil, fmt.Errorf("kafka: last stable offset of %s/%d: not answered", topic, p)
+		}
+	}
+	return out, nil
 }
 
 // withClient runs fn with a franz-go client of the connection, closed
@@ -181,4 +199,81 @@ func (c Config) CreateTopic(ctx context.Context, topic string, partitions int32,
 		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
 	}
 	return c.WaitTopicReady(ctx, topic, partitions)
+}
+
+// OpenTransaction is a transaction open on a partition: the producer
+// holding it and its transactional id ("": the cluster did not name it to
+// this principal, which lacks Describe on it).
+type OpenTransaction struct {
+	Partition       int32
+	ProducerID      int64
+	TransactionalID string
+}
+
+// OpenTransactions returns the transactions open on partitions 0 to
+// partitions-1 of topic (DescribeProducers, KIP-664), each named by its
+// transactional id where the cluster lists it (ListTransactions).
+func (c Config) OpenTransactions(ctx context.Context, topic string, partitions int32) ([]OpenTransaction, error) {
+	var open []OpenTransaction
+	err := c.withClient(func(cl *kgo.Client) error {
+		var err error
+		if open, err = openOn(ctx, cl, topic, partitions); err != nil || len(open) == 0 {
+			return err
+		}
+		ids, err := transactionalIDs(ctx, cl)
+		for i := range open {
+			open[i].TransactionalID = ids[open[i].ProducerID]
+		}
+		return err
+	})
+	return open, err
+}
+
+// openOn asks every partition of topic for its producers with a
+// transaction open.
+func openOn(ctx context.Context, cl *kgo.Client, topic string, partitions int32) ([]OpenTransaction, error) {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	rt := kmsg.NewDescribeProducersRequestTopic()
+	rt.Topic = topic
+	for p := range partitions {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	var open []OpenTransaction
+	for _, sh := range cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			return nil, sh.Err
+		}
+		for _, t := range sh.Resp.(*kmsg.DescribeProducersResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, fmt.Errorf("kafka: producers of %s/%d: %w", topic, p.Partition, err)
+				}
+				for _, ap := range p.ActiveProducers {
+					if ap.CurrentTxnStartOffset >= 0 {
+						open = append(open, OpenTransaction{Partition: p.Partition, ProducerID: ap.ProducerID})
+					}
+				}
+			}
+		}
+	}
+	return open, nil
+}
+
+// transactionalIDs lists the cluster's transactional ids by producer id.
+func transactionalIDs(ctx context.Context, cl *kgo.Client) (map[int64]string, error) {
+	ids := map[int64]string{}
+	for _, sh := range cl.RequestSharded(ctx, kmsg.NewPtrListTransactionsRequest()) {
+		if sh.Err != nil {
+			return nil, sh.Err
+		}
+		resp := sh.Resp.(*kmsg.ListTransactionsResponse)
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return nil, fmt.Errorf("kafka: list transactions: %w", err)
+		}
+		for _, s := range resp.TransactionStates {
+			ids[s.ProducerID] = s.TransactionalID
+		}
+	}
+	return ids, nil
 }

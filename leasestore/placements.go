@@ -27,6 +27,12 @@ const qPlacements = `
 SELECT DISTINCT ON (pattern) pattern, version, topic, partitions, recorded_at
   FROM route_placements ORDER BY pattern, version DESC`
 
+// qPlacementHistory returns every recorded version of every route's
+// placement, oldest first.
+const qPlacementHistory = `
+SELECT pattern, version, topic, partitions, recorded_at
+  FROM route_placements ORDER BY pattern, version`
+
 // qFirstPlacement records version 1 of a route's placement unless one is
 // recorded: two gateways starting at once record it once.
 const qFirstPlacement = `
@@ -68,6 +74,24 @@ func (s *Store) Placements(ctx context.Context) (map[string]Placement, error) {
 		out[p.Pattern] = p
 	}
 	return out, nil
+}
+
+// PlacementHistory returns every recorded version of every route's
+// placement, by pattern and version: where a lease lived before its route
+// grew (a checkpoint read waits for the ledger there too, FM82).
+func (s *Store) PlacementHistory(ctx context.Context) ([]Placement, error) {
+	rows, err := s.pool.Query(ctx, qPlacementHistory)
+	if err != nil {
+		return nil, unavailable("placements", err)
+	}
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Placement, error) {
+		var p Placement
+		return p, r.Scan(&p.Pattern, &p.Version, &p.Topic, &p.Partitions, &p.RecordedAt)
+	})
+	if err != nil {
+		return nil, unavailable("placements", err)
+	}
+	return ps, nil
 }
 
 // RecordFirstPlacement records version 1 of pattern's placement unless

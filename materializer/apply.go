@@ -283,7 +283,7 @@ func (a *applyTx) begin(ctx context.Context, expected, newNext int64, in []stamp
 		b.Queue(qCreateStage)
 	}
 	if distinct {
-		b.Queue(qKnownKey, first.lease, first.owner, first.batch, first.seq)
+		b.Queue(qKnownKey, first.lease, first.owner, first.batch, first.seq, a.key.partition)
 		b.Queue(qCopySavepoint)
 	}
 	if len(leases) > 0 {

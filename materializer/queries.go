@@ -65,12 +65,13 @@ var (
 	stageColumns = []string{"offset", "token", "seq", "first", "lease", "owner_id", "batch_id", "headers", "key", "value", "digest"}
 )
 
-// qKnownKey asks whether a dedup key is in the ledger: the first data
-// record's, before its chunk is copied straight into the ledger. A known
-// key (a redelivery) sends the chunk through the stage without trying the
-// COPY; the answer only saves work, the unique key still decides.
+// qKnownKey asks whether a dedup key is in the ledger on the chunk's
+// partition: the first data record's, before its chunk is copied straight
+// into the ledger. A known key (a redelivery) sends the chunk through the
+// stage without trying the COPY; the answer only saves work, the unique
+// key still decides.
 const qKnownKey = `
-SELECT EXISTS (SELECT 1 FROM accepted_records WHERE lease = $1 AND owner_id = $2 AND batch_id = $3 AND seq = $4)`
+SELECT EXISTS (SELECT 1 FROM accepted_records WHERE lease = $1 AND owner_id = $2 AND batch_id = $3 AND seq = $4 AND partition = $5)`
 
 // qCopySavepoint opens the subtransaction in which a chunk whose data
 // records all have distinct dedup keys is copied straight into the ledger
@@ -93,7 +94,9 @@ var (
 
 // qApplyStaged applies the staged data records in one statement. A
 // record enters the ledger only if its dedup key (lease, owner, batch id,
-// seq) is new to the ledger and first in the chunk; every other staged
+// seq) is new to the ledger on the chunk's partition (ledger migration
+// 0009: per lease and partition, as the fences and the trusted topic's
+// window, FM84) and first in the chunk; every other staged
 // record gets a duplicate receipt. The arbiter is the ledger's own unique
 // constraint on the key (accepted_records_dedup_key; applied_keys is a
 // view of it): a conflict on anything else, such as an offset already in
@@ -109,7 +112,7 @@ WITH a AS (
     SELECT lease, owner_id, token, batch_id, seq, $1, $2, "offset", key, value, headers::jsonb, digest
       FROM fencegate_stage2 WHERE first
      ORDER BY lease COLLATE "C", owner_id COLLATE "C", batch_id COLLATE "C", seq
-    ON CONFLICT (lease, owner_id, batch_id, seq) DO NOTHING
+    ON CONFLICT (lease, owner_id, batch_id, seq, partition) DO NOTHING
     RETURNING "offset"
 ), d AS (
     INSERT INTO rejected_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset", reason, detail)
@@ -221,3 +224,23 @@ SELECT CASE WHEN $6 THEN (SELECT count(*) FROM a WHERE old) ELSE (SELECT count(*
        (SELECT count(*) FROM a), coalesce((SELECT bool_and(old) FROM a), true),
        coalesce((SELECT max("offset") FROM a), -1)`)
 }
+
+// qClaimDatabase claims the ledger database for the ledger or the mirror
+// unless either claimed it (FM85): the two must never write the same
+// fences and checkpoints. A mirror never claims a database a ledger has
+// applied records to.
+const qClaimDatabase = `
+INSERT INTO ledger_owner (kind) SELECT $1::text
+ WHERE $1::text = 'ledger' OR NOT EXISTS (SELECT 1 FROM consumer_positions)
+ON CONFLICT (one) DO NOTHING`
+
+// qDatabaseOwner reads who keeps the ledger database (no row: nobody
+// claimed it, and a ledger has applied records to it).
+const qDatabaseOwner = `SELECT kind FROM ledger_owner`
+
+// qMirrorPosition moves a partition's position forward to the offset past
+// a chunk the trusted sink committed (its mirror, FM82); never back.
+const qMirrorPosition = `
+INSERT INTO consumer_positions (topic, partition, next_offset) VALUES ($1, $2, $3)
+ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
+ WHERE consumer_positions.next_offset < EXCLUDED.next_offset`

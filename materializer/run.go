@@ -27,6 +27,9 @@ func (m *Materializer) run(ctx context.Context) error {
 	if m.pool == nil {
 		return errors.New("materializer: no ledger database: the postgres sink needs one")
 	}
+	if err := claimDatabase(ctx, m.pool, ownerLedger); err != nil {
+		return err
+	}
 	c, err := m.newConsumer()
 	if err != nil {
 		return err

@@ -42,7 +42,9 @@ type TrustedConfig struct {
 	InstanceID string
 	// Mirror, when set, is the ledger database whose fences and
 	// checkpoints the sink keeps from its state, for checkpoint reads,
-	// when no Postgres ledger runs (trusted_mirror.go). Nil: none.
+	// when no Postgres ledger runs (trusted_mirror.go). Nil: none. Run
+	// claims it for the mirror and refuses a database a Postgres ledger
+	// keeps (ErrDatabaseTaken, FM85).
 	Mirror *pgxpool.Pool
 	// Hooks are named points for tests.
 	Hooks TrustedHooks
@@ -182,6 +184,11 @@ func (t *TrustedSink) Run(ctx context.Context) error {
 }
 
 func (t *TrustedSink) run(ctx context.Context) error {
+	if t.cfg.Mirror != nil {
+		if err := claimDatabase(ctx, t.cfg.Mirror, ownerMirror); err != nil {
+			return err
+		}
+	}
 	topics, err := t.ensureTopics(ctx)
 	if err != nil {
 		return err

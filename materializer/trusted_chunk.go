@@ -69,7 +69,7 @@ func (t *TrustedSink) commitChunk(ctx context.Context, c *kafka.Consumer, tp *tr
 		}
 		return t.rewind(ctx, c, tp, first, err)
 	}
-	if err := t.mirror(ctx, tp.key, tp.state.changed); err != nil {
+	if err := t.mirror(ctx, tp.key, tp.state.changed, next); err != nil {
 		return fmt.Errorf("trusted sink: %s/%d: mirror: %w", tp.key.topic, tp.key.partition, err)
 	}
 	for v, n := range out.counts {

@@ -20,7 +20,12 @@ import (
 // record. So a fence row never moves ahead of a checkpoint committed
 // before it, which is what makes the read's answer final for every
 // earlier generation. Both statements only move rows forward (a larger
-// token; a newer checkpoint), so mirroring again is harmless.
+// token; a newer checkpoint), so mirroring again is harmless. A chunk's
+// mirror also moves the partition's consumer_positions row to the offset
+// past the chunk: a checkpoint read of a lease that moved partitions waits
+// for the ledger's position on its earlier partitions (FM82), and `routes
+// set-partitions` for every partition's, and with the mirror that
+// position is the sink's.
 
 // mirrored is what a chunk changed of the state the mirror keeps.
 type mirrored struct {
@@ -31,9 +36,10 @@ type mirrored struct {
 func (x mirrored) empty() bool { return len(x.fences) == 0 && len(x.checkpoints) == 0 }
 
 // mirror writes x for partition key in one transaction: checkpoints
-// first, then fences (one transaction: a reader sees both or neither).
-func (t *TrustedSink) mirror(ctx context.Context, key partitionKey, x mirrored) error {
-	if t.cfg.Mirror == nil || x.empty() {
+// first, then fences, then the position next (one transaction: a reader
+// sees all or none). next < 0 writes no position.
+func (t *TrustedSink) mirror(ctx context.Context, key partitionKey, x mirrored, next int64) error {
+	if t.cfg.Mirror == nil || (x.empty() && next < 0) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
@@ -44,6 +50,9 @@ func (t *TrustedSink) mirror(ctx context.Context, key partitionKey, x mirrored) 
 	}
 	for lease, f := range x.fences {
 		b.Queue(qAdvanceFence, lease, f.Token, f.Owner, f.ProducerID, int32(f.Epoch), key.partition, f.Offset)
+	}
+	if next >= 0 {
+		b.Queue(qMirrorPosition, key.topic, key.partition, next)
 	}
 	return pgx.BeginFunc(ctx, t.cfg.Mirror, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, &b).Close()

@@ -82,7 +82,7 @@ func (t *TrustedSink) take(ctx context.Context, member string, key partitionKey)
 	}
 	state, err := t.restore(ctx, key)
 	if err == nil {
-		err = t.mirror(ctx, key, state.all())
+		err = t.mirror(ctx, key, state.all(), -1)
 	}
 	if err != nil {
 		p.Close()

@@ -516,6 +516,10 @@ func TestTrustedMirrorKeepsTheLedgersFencesAndCheckpoints(t *testing.T) {
 	if got := stateRows(t, b.db); got != want {
 		t.Fatalf("mirrored:\n%s\nwant:\n%s", got, want)
 	}
+	var next int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT next_offset FROM consumer_positions WHERE topic = $1 AND partition = 1`, b.topic).Scan(&next); err != nil || next != last+1 {
+		t.Fatalf("mirrored position of partition 1: %d (%v), want %d past the last record", next, err, last+1)
+	}
 	if _, err := b.db.Pool.Exec(b.ctx, `TRUNCATE fences, checkpoints`); err != nil {
 		t.Fatal(err)
 	}

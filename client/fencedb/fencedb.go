@@ -36,7 +36,9 @@
 // Guaranteed: no effect of a lower token is committed on a resource after
 // a higher token's write to it committed; every refused write leaves
 // exactly one receipt, committed exactly when nothing of that write was
-// applied. Not guaranteed: effects outside the transaction (a message
+// applied (with Do, a refusal of a second resource that the callback
+// checks too); Do's answer says whether the write was applied, also when
+// the callback ended the transaction itself. Not guaranteed: effects outside the transaction (a message
 // sent, a file written, another database), and writes that reach the
 // resource without going through Check.
 //
@@ -44,7 +46,9 @@
 // UPDATE, clock_timestamp()). With $n replaced by ?, and clock_timestamp()
 // by CURRENT_TIMESTAMP, they suit SQLite 3.24+ (which serialises writers,
 // so FOR UPDATE is dropped) and, with INSERT IGNORE for ON CONFLICT DO
-// NOTHING, MySQL/InnoDB under READ COMMITTED; only Postgres is tested.
+// NOTHING, MySQL/InnoDB under READ COMMITTED; only Postgres is tested. Do
+// also asks Postgres for its transaction's fate when the callback ended
+// it (txid_current, txid_status); elsewhere that needs its own query.
 //
 // The package uses the standard library only (database/sql): any driver
 // works, pgx's stdlib driver among them.
@@ -153,16 +157,52 @@ func Check(ctx context.Context, tx *sql.Tx, w Write) error {
 	return nil
 }
 
+// ErrApplied is returned (joined with fn's error) when fn committed the
+// transaction itself and then failed: the write was applied, the fence's
+// advance included, whatever fn said after.
+var ErrApplied = errors.New("fencedb: the callback committed the transaction itself: the write was applied")
+
+// ErrNotApplied is returned when fn rolled the transaction back itself
+// and returned nil: nothing of the write was applied.
+var ErrNotApplied = errors.New("fencedb: the callback rolled the transaction back itself: nothing was applied")
+
+const (
+	// qTxID names the transaction, so that Do can ask its fate once fn
+	// ended it.
+	qTxID = `SELECT txid_current()`
+	// qTxStatus is a transaction's fate: committed, aborted or in
+	// progress (NULL: too old to tell).
+	qTxStatus = `SELECT coalesce(txid_status($1), 'unknown')`
+)
+
 // Do runs fn in a transaction of its own on db, fenced by w: Check first,
-// then fn, then commit. A refused write commits its receipt alone and
-// returns the *FencedError; an error of fn (or of the commit) rolls
-// everything back, the fence's advance included, and is returned.
+// then fn, then commit. Every answer is definite (FM86):
+//
+//   - nil: the write was applied (fn's statements and the fence's
+//     advance committed), also when fn committed the transaction itself;
+//   - w refused: its receipt is committed alone and the *FencedError
+//     returned;
+//   - fn returned an error: everything rolls back, the fence's advance
+//     included, and the error is returned. A refusal of another resource
+//     that fn checked (fn returned Check's *FencedError) is filed again in
+//     a transaction of its own, so every refused write leaves exactly one
+//     receipt;
+//   - fn ended the transaction itself: its fate decides: committed is nil,
+//     or ErrApplied joined with fn's error; rolled back is fn's error, or
+//     ErrNotApplied.
+//
+// An error of the commit itself is returned as is: its outcome is the
+// driver's to tell.
 func Do(ctx context.Context, db *sql.DB, w Write, fn func(*sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	var id int64
+	if err := tx.QueryRowContext(ctx, qTxID).Scan(&id); err != nil {
+		return fmt.Errorf("fencedb: transaction id: %w", err)
+	}
 	if err := Check(ctx, tx, w); err != nil {
 		var fenced *FencedError
 		if errors.As(err, &fenced) {
@@ -172,8 +212,66 @@ func Do(ctx context.Context, db *sql.DB, w Write, fn func(*sql.Tx) error) error 
 		}
 		return err
 	}
-	if err := fn(tx); err != nil {
+	ferr := fn(tx)
+	end := tx.Rollback
+	if ferr == nil {
+		end = tx.Commit
+	}
+	if err := end(); errors.Is(err, sql.ErrTxDone) {
+		return endedByCallback(ctx, db, id, ferr)
+	} else if ferr == nil {
 		return err
 	}
-	return tx.Commit()
+	return refile(ctx, db, ferr)
+}
+
+// endedByCallback answers a Do whose fn ended transaction id itself, by
+// the transaction's fate.
+func endedByCallback(ctx context.Context, db *sql.DB, id int64, ferr error) error {
+	var status string
+	if err := db.QueryRowContext(ctx, qTxStatus, id).Scan(&status); err != nil {
+		return errors.Join(ferr, fmt.Errorf("fencedb: the callback ended the transaction itself and its fate could not be read: %w", err))
+	}
+	switch {
+	case status == "committed" && ferr == nil:
+		return nil
+	case status == "committed":
+		return errors.Join(ErrApplied, ferr)
+	case status != "aborted":
+		return errors.Join(ferr, fmt.Errorf("fencedb: the callback ended the transaction itself; its fate is %q", status))
+	case ferr == nil:
+		return ErrNotApplied
+	}
+	return refile(ctx, db, ferr)
+}
+
+// refile files again, each in a transaction of its own, the receipts of
+// the refusals in err (fn's own Checks of other resources): they rolled
+// back with fn's transaction, and nothing of the write was applied.
+func refile(ctx context.Context, db *sql.DB, err error) error {
+	for _, f := range refusals(err) {
+		if _, rerr := db.ExecContext(ctx, qReceipt, f.Resource, f.Token, f.Fence, f.Owner); rerr != nil {
+			return errors.Join(err, fmt.Errorf("fencedb: the receipt of %q was not committed: %w", f.Resource, rerr))
+		}
+	}
+	return err
+}
+
+// refusals returns every *FencedError in err's tree.
+func refusals(err error) []*FencedError {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *FencedError:
+		return []*FencedError{e}
+	case interface{ Unwrap() []error }:
+		var out []*FencedError
+		for _, inner := range e.Unwrap() {
+			out = append(out, refusals(inner)...)
+		}
+		return out
+	case interface{ Unwrap() error }:
+		return refusals(e.Unwrap())
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/fileconfig"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -75,7 +76,7 @@ func runRoutes(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // partition of the topic to its last stable offset; it refuses otherwise
 // (errRefused).
 func setPartitions(ctx context.Context, f routesFlags) (leasestore.Placement, error) {
-	route, err := configRoute(f.configPath, f.pattern)
+	route, router, err := configRoute(f.configPath, f.pattern)
 	if err != nil {
 		return leasestore.Placement{}, err
 	}
@@ -99,6 +100,9 @@ func setPartitions(ctx context.Context, f routesFlags) (leasestore.Placement, er
 	if err := noLiveLeases(ctx, store, route.Pattern); err != nil {
 		return leasestore.Placement{}, err
 	}
+	if err := noOpenTransactions(ctx, conn, router, route, n); err != nil {
+		return leasestore.Placement{}, err
+	}
 	if err := ledgerCaughtUp(ctx, f, route.Topic, n); err != nil {
 		return leasestore.Placement{}, err
 	}
@@ -109,18 +113,19 @@ func refusedf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errRefused, fmt.Sprintf(format, args...))
 }
 
-// configRoute returns the route of the config whose pattern is pattern.
-func configRoute(path, pattern string) (txnmap.Route, error) {
+// configRoute returns the route of the config whose pattern is pattern,
+// and the config's router.
+func configRoute(path, pattern string) (txnmap.Route, *txnmap.Router, error) {
 	_, router, err := fileconfig.Load(path)
 	if err != nil {
-		return txnmap.Route{}, err
+		return txnmap.Route{}, nil, err
 	}
 	for _, r := range router.Routes() {
 		if r.Pattern == pattern {
-			return r, nil
+			return r, router, nil
 		}
 	}
-	return txnmap.Route{}, fmt.Errorf("no route with pattern %q in %s", pattern, path)
+	return txnmap.Route{}, nil, fmt.Errorf("no route with pattern %q in %s", pattern, path)
 }
 
 // noLiveLeases refuses while a lease matching pattern is live: its
@@ -140,6 +145,36 @@ func noLiveLeases(ctx context.Context, store *leasestore.Store, pattern string) 
 	if len(live) > 0 {
 		return refusedf("%d leases of route %q are live (%s); release them or let them expire, then run again",
 			len(live), pattern, strings.Join(live[:min(len(live), 5)], ", "))
+	}
+	return nil
+}
+
+// noOpenTransactions refuses while a transaction of a lease of route is
+// open on a partition of its topic (FM83): a generation whose lease is no
+// longer live but whose replica paused mid-commit would commit on the old
+// partition after the move, below no ledger position the move was
+// judged by, and checkpoint finality (docs/design.md, "Checkpoints")
+// would no longer hold. A transaction whose transactional id the cluster
+// does not name to this principal may be the route's: refused too (fail
+// closed; the operator principal needs Describe on the transactional ids).
+func noOpenTransactions(ctx context.Context, conn kafkaconn.Config, router *txnmap.Router, route txnmap.Route, partitions int32) error {
+	open, err := conn.OpenTransactions(ctx, route.Topic, partitions)
+	if err != nil {
+		return err
+	}
+	for _, o := range open {
+		if o.TransactionalID == "" {
+			return refusedf("producer id %d has a transaction open on %s/%d whose transactional id this principal may not describe; "+
+				"grant it Describe on the transactional ids, or wait for the transaction to end, then run again", o.ProducerID, route.Topic, o.Partition)
+		}
+		name, err := txnmap.LeaseName(router.Prefix(), o.TransactionalID)
+		if err != nil {
+			continue // not a lease's: another application's transaction
+		}
+		if pattern, _ := router.PatternOf(name); pattern == route.Pattern {
+			return refusedf("lease %s of route %q has a transaction open on %s/%d (a replica paused mid-commit?); "+
+				"wait for it to commit or abort (at most the transaction timeout), let the ledger read it, then run again", name, route.Pattern, route.Topic, o.Partition)
+		}
 	}
 	return nil
 }

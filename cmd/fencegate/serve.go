@@ -180,6 +180,10 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	if err := checkPlacements(ctx, store, router); err != nil {
 		return err
 	}
+	placements, err := store.PlacementHistory(ctx)
+	if err != nil {
+		return err
+	}
 	warmStore(ctx, store, pool, log)
 	ledger, err := openPool(ctx, cmp.Or(f.ledgerURL, f.databaseURL), ledgerReadPoolSize)
 	if err != nil {
@@ -201,6 +205,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		Replica: f.replica, AdvertiseURL: f.advertise,
 		Kafka:      gateway.KafkaConfig{Config: conn, TransactionTimeoutMS: int(f.txnTimeout.Milliseconds())},
 		Ledger:     ledger,
+		Placements: placements,
 		BarrierKey: key,
 		Limits:     f.limits,
 		ParkAfter:  f.gatewayParkAfter(),

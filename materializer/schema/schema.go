@@ -1,6 +1,6 @@
 // Package schema owns the ledger's tables (fences, accepted_records,
 // rejected_records, consumer_positions, kept_records, rollout_marks,
-// checkpoints, ledger_retention) and its views applied_keys and ledger_records: their
+// checkpoints, ledger_retention, ledger_owner) and its views applied_keys and ledger_records: their
 // migration line, recorded in ledger_migrations, and the reset a
 // development broker needs. The lease store's tables have a line of their own; this package
 // imports nothing of the gateway or the lease store.
@@ -34,7 +34,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) { return li
 // qReset empties the ledger and its positions. Only for a development
 // broker that starts empty: the ledger of an earlier run would point at
 // offsets that no longer exist.
-const qReset = `TRUNCATE fences, accepted_records, rejected_records, consumer_positions, checkpoints, kept_records, rollout_marks`
+const qReset = `TRUNCATE fences, accepted_records, rejected_records, consumer_positions, checkpoints, kept_records, rollout_marks, ledger_owner`
 
 // Reset empties the ledger (development only; see qReset).
 func Reset(ctx context.Context, pool *pgxpool.Pool) error {

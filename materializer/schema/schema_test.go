@@ -57,7 +57,7 @@ func TestLedgerAdoptsTheOldLineAndScopesDedupToOwner(t *testing.T) {
 	insert := func(owner string) int64 {
 		offset++
 		tag, err := db.Pool.Exec(ctx, `INSERT INTO accepted_records (lease, owner_id, token, batch_id, seq, topic, partition, "offset")
-			VALUES ('shard:1', $1, 8, 'b-1', 0, 't', 1, $2) ON CONFLICT (lease, owner_id, batch_id, seq) DO NOTHING`, owner, offset)
+			VALUES ('shard:1', $1, 8, 'b-1', 0, 't', 1, $2) ON CONFLICT (lease, owner_id, batch_id, seq, partition) DO NOTHING`, owner, offset)
 		if err != nil {
 			t.Fatal(err)
 		}
