@@ -51,7 +51,8 @@ func TestFM74_ApacheBrokerKilledWithTransactionOpen(t *testing.T) {
 // batches' records at their acknowledged offsets, stamped with their
 // lease, token and batch, plus one barrier per generation and nothing
 // else; and kafka-transactions names the lease's transactional id with the
-// producer id and epoch the gateway granted the current generation.
+// producer id and epoch the gateway granted the current generation and
+// reports at /v1/leases/{name} and in fencegate_lease_producer_epoch.
 // librdkafka speaks transaction version 1, so on a TV2 cluster its epoch
 // still stays put across a generation's commits (every data record
 // carries its barrier's epoch: checked by CommitOrder in checkInvariants).
@@ -59,7 +60,9 @@ func TestKafkaToolsReadWhatTheGatewayWrote(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.useKafka(kafkatest.StartReal(t, topic, partitions))
-	r := b.newReplica(nil)
+	mod, serve := withMetrics(t)
+	r := b.newReplica(func(c *gateway.Config) { mod(c); c.LeaseMetrics = true })
+	serve(r)
 	name, log := "shard:36", &ackLog{}
 	first := granted(t, r.acquire(t, name, "w1", 30*time.Second))
 	b.mustProduce(t, r, log, name, "w1", first.int("token"), "a", 2)
@@ -102,6 +105,12 @@ func TestKafkaToolsReadWhatTheGatewayWrote(t *testing.T) {
 		got.ProducerEpoch <= int16(first.int("producer_epoch")) {
 		t.Fatalf("kafka-transactions describe %s: producer %d epoch %d (%s); the gateway granted %d epoch %d (first generation epoch %d)",
 			id, got.ProducerID, got.ProducerEpoch, got.State, second.int("producer_id"), second.int("producer_epoch"), first.int("producer_epoch"))
+	}
+	view := r.do(t, "GET", "/v1/leases/"+name, nil)
+	gauge, _ := scrapeMetrics(t, r.metricsURL).value("fencegate_lease_producer_epoch", map[string]string{"fencegate_lease": name})
+	if view.int("producer_id") != got.ProducerID || view.int("producer_epoch") != int64(got.ProducerEpoch) || gauge != float64(got.ProducerEpoch) {
+		t.Fatalf("the coordinator says producer %d epoch %d; /v1/leases says %d epoch %d (%s), the epoch gauge %v",
+			got.ProducerID, got.ProducerEpoch, view.int("producer_id"), view.int("producer_epoch"), view.raw, gauge)
 	}
 	t.Logf("console consumer: %d records (%d barriers); kafka-transactions: %s producer %d epoch %d %s",
 		len(recs), barriers, id, got.ProducerID, got.ProducerEpoch, got.State)
