@@ -1,0 +1,237 @@
+package brokercheck
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// readBack reads the scratch partition twice, as the materializer does
+// (read_committed) and as it is (read_uncommitted, control records
+// kept), and judges what the fence checks wrote.
+func (r *fenceRun) readBack(ctx context.Context) error {
+	last := r.lastCommitted()
+	if last < 0 {
+		return r.fail(checkCommitted, r.topic, "read back", fmt.Errorf("no committed batch was acknowledged"))
+	}
+	committed, err := r.read(ctx, kgo.ReadCommitted(), func(rec *kgo.Record) bool { return rec.Offset >= last })
+	if err != nil {
+		return r.fail(checkCommitted, r.topic, "read_committed", err)
+	}
+	log, err := r.read(ctx, kgo.ReadUncommitted(), func(rec *kgo.Record) bool { return rec.Offset > last && rec.Attrs.IsControl() })
+	if err != nil {
+		return r.fail(checkMarkers, r.topic, "read_uncommitted", err)
+	}
+	data := dataRecords(committed)
+	r.judgeAborted(data)
+	r.judgeCommitted(data)
+	r.judgeMarkers(log)
+	return nil
+}
+
+// lastCommitted is the offset of the last acknowledged record of a
+// committed batch (-1: none).
+func (r *fenceRun) lastCommitted() int64 {
+	last := int64(-1)
+	for _, b := range r.batches {
+		if b.commit && len(b.offsets) > 0 {
+			last = max(last, b.offsets[len(b.offsets)-1])
+		}
+	}
+	return last
+}
+
+// read consumes partition 0 of the scratch topic from its start at level,
+// control records kept, until done says the last record needed has come
+// (or a step's time has passed).
+func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func(*kgo.Record) bool) ([]*kgo.Record, error) {
+	var out []*kgo.Record
+	err := r.withClient(ctx, func(ctx context.Context, cl *kgo.Client) error {
+		for {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("%d records read, the last one needed not among them: %w", len(out), err)
+			}
+			if errs := fs.Errors(); len(errs) > 0 {
+				return errs[0].Err
+			}
+			for _, rec := range fs.Records() {
+				out = append(out, rec)
+				if done(rec) {
+					return nil
+				}
+			}
+		}
+	}, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(level), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
+	return out, err
+}
+
+func dataRecords(recs []*kgo.Record) []*kgo.Record {
+	var out []*kgo.Record
+	for _, rec := range recs {
+		if !rec.Attrs.IsControl() {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// labelOf is the batch label a record carries in its first header.
+func labelOf(rec *kgo.Record) string {
+	for _, h := range rec.Headers {
+		if h.Key == "fencegate-verify-batch" {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// judgeAborted: no record of a transaction that must not commit (the
+// older producers' O, O2 and a Z the broker took) is read_committed.
+func (r *fenceRun) judgeAborted(committed []*kgo.Record) {
+	var seen []string
+	for _, rec := range committed {
+		if l := labelOf(rec); l == "O" || l == "O2" || l == "Z" {
+			seen = append(seen, fmt.Sprintf("%s at offset %d", l, rec.Offset))
+		}
+	}
+	open := r.offsetsOf("O", "O2")
+	if len(seen) > 0 {
+		r.set(checkAborted, Fail, r.topic, "read_committed returns the older producers' records: "+strings.Join(seen, ", "))
+		return
+	}
+	r.set(checkAborted, Pass, r.topic, "the older producers' open transactions ("+open+") are not read_committed")
+}
+
+// offsetsOf describes where the batches labelled labels landed.
+func (r *fenceRun) offsetsOf(labels ...string) string {
+	var parts []string
+	for _, b := range r.batches {
+		for _, l := range labels {
+			if b.label == l && len(b.offsets) > 0 {
+				parts = append(parts, fmt.Sprintf("%s at %d-%d", l, b.offsets[0], b.offsets[len(b.offsets)-1]))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// judgeCommitted: read_committed returns exactly the committed batches'
+// records, in the order sent, keys, values and headers byte-exact.
+func (r *fenceRun) judgeCommitted(committed []*kgo.Record) {
+	var want []*batch
+	n := 0
+	for _, b := range r.batches {
+		if b.commit {
+			want = append(want, b)
+			n += len(b.records)
+		}
+	}
+	i := 0
+	for _, b := range want {
+		for j, m := range b.records {
+			if i >= len(committed) {
+				r.set(checkCommitted, Fail, r.topic, fmt.Sprintf("read_committed ends after %d records; %d committed", i, n))
+				return
+			}
+			got := committed[i]
+			if why := differs(got, m.Key, m.Value, m.Headers); why != "" || got.Offset != b.offsets[j] {
+				r.set(checkCommitted, Fail, r.topic, fmt.Sprintf("record %d read_committed (offset %d): %s; want %s record %d at offset %d",
+					i, got.Offset, why, b.label, j, b.offsets[j]))
+				return
+			}
+			i++
+		}
+	}
+	if i != len(committed) {
+		got := committed[i]
+		r.set(checkCommitted, Fail, r.topic, fmt.Sprintf("read_committed returns more than was committed: %s at offset %d", labelOf(got), got.Offset))
+		return
+	}
+	r.set(checkCommitted, Pass, r.topic, fmt.Sprintf("%d records of the committed batches (%s) read_committed in order, keys, values and "+
+		"headers byte-exact; the aborted batch (%s) absent", n, r.offsetsOf("C0", "C1", "C2"), r.offsetsOf("A1")))
+}
+
+// differs says how rec differs from the record sent, "" when it does not.
+func differs(rec *kgo.Record, key, value []byte, headers []kafka.Header) string {
+	switch {
+	case !bytes.Equal(rec.Key, key):
+		return fmt.Sprintf("key %q", rec.Key)
+	case !bytes.Equal(rec.Value, value):
+		return fmt.Sprintf("value %q", rec.Value)
+	case len(rec.Headers) != len(headers):
+		return fmt.Sprintf("%d headers", len(rec.Headers))
+	}
+	for i, h := range headers {
+		if rec.Headers[i].Key != h.Key || !bytes.Equal(rec.Headers[i].Value, h.Value) {
+			return fmt.Sprintf("header %d %q=%q", i, rec.Headers[i].Key, rec.Headers[i].Value)
+		}
+	}
+	return ""
+}
+
+// Control record types (the key's second int16).
+const (
+	markerAbort  = 0
+	markerCommit = 1
+)
+
+// judgeMarkers: each batch's records are followed, in the partition, by a
+// marker of the producer that wrote them: COMMIT for a committed batch,
+// ABORT for the others.
+func (r *fenceRun) judgeMarkers(log []*kgo.Record) {
+	byOffset := map[int64]*kgo.Record{}
+	for _, rec := range log {
+		byOffset[rec.Offset] = rec
+	}
+	var found []string
+	for _, b := range r.batches {
+		if len(b.offsets) == 0 {
+			continue
+		}
+		lastRec, ok := byOffset[b.offsets[len(b.offsets)-1]]
+		if !ok {
+			r.set(checkMarkers, Fail, r.topic, fmt.Sprintf("%s's record at offset %d is not in the log", b.label, b.offsets[len(b.offsets)-1]))
+			return
+		}
+		kind, at := nextMarker(log, lastRec)
+		want := "ABORT"
+		if b.commit {
+			want = "COMMIT"
+		}
+		if kind != want {
+			r.set(checkMarkers, Fail, r.topic, fmt.Sprintf("%s (producer id %d, offsets %d-%d) is followed by %s, want %s",
+				b.label, lastRec.ProducerID, b.offsets[0], lastRec.Offset, kind, want))
+			return
+		}
+		found = append(found, fmt.Sprintf("%s %s@%d", b.label, kind, at))
+	}
+	r.set(checkMarkers, Pass, r.topic, "each transaction ends with its producer's marker: "+strings.Join(found, ", "))
+}
+
+// nextMarker returns the type and offset of the first control record
+// after rec of rec's producer ("none" when there is none).
+func nextMarker(log []*kgo.Record, rec *kgo.Record) (string, int64) {
+	for _, m := range log {
+		if m.Offset <= rec.Offset || !m.Attrs.IsControl() || m.ProducerID != rec.ProducerID {
+			continue
+		}
+		if len(m.Key) < 4 {
+			return "a malformed marker", m.Offset
+		}
+		switch int16(m.Key[2])<<8 | int16(m.Key[3]) {
+		case markerAbort:
+			return "ABORT", m.Offset
+		case markerCommit:
+			return "COMMIT", m.Offset
+		}
+		return "an unknown marker", m.Offset
+	}
+	return "none", -1
+}
