@@ -150,6 +150,11 @@ func aclRule(f aclFacts, cfg Config) Result {
 		}
 	}
 	switch {
+	case len(missing) > 0 && len(f.acls) == 0:
+		r.Status = Fail
+		r.Evidence = "the cluster lists no ACL for " + f.principal + ": an authorizer without grants refuses the gateway " +
+			"(a broker that answers DescribeAcls without enforcing ACLs, as the embedded kfake does, is told apart only by the fence checks passing)"
+		r.Fix = "grant the ACLs of docs/managed-kafka.md"
 	case len(missing) > 0:
 		r.Status = Fail
 		r.Evidence = "missing: " + strings.Join(missing, "; ")

@@ -1,6 +1,7 @@
 package brokercheck
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -44,8 +45,19 @@ func judge(f facts, cfg Config) []Result {
 	return out
 }
 
-// notReadable is the WARN of a setting the credentials may not read.
+// errNotReported marks a setting the broker's answer leaves out: a broker
+// that does not know it (an older Apache Kafka, a Kafka-compatible
+// system, the embedded kfake).
+var errNotReported = errors.New("not reported by the broker")
+
+// notReadable is the WARN of a setting that could not be read: refused to
+// these credentials, or not reported by the broker.
 func notReadable(check, subject string, err error, grant string) Result {
+	if errors.Is(err, errNotReported) {
+		return Result{Check: check, Subject: subject, Status: Warn,
+			Evidence: fmt.Sprintf("%v: this broker may not have the setting (an older or a Kafka-compatible broker)", err),
+			Fix:      "check the broker's documentation for the equivalent setting"}
+	}
 	return Result{Check: check, Subject: subject, Status: Warn,
 		Evidence: fmt.Sprintf("not readable with these credentials: %v", err),
 		Fix:      "grant " + grant + ", or run verify-broker with a principal that may read it"}
@@ -79,7 +91,7 @@ func topicSetting(t topicFacts, b brokerFacts, key, brokerKey string) (value, so
 		}
 		v, ok := t.configs[key]
 		if !ok {
-			return "", "", fmt.Errorf("%s not in the answer", key)
+			return "", "", fmt.Errorf("%s: %w", key, errNotReported)
 		}
 		return v, "topic config", nil
 	}
@@ -94,7 +106,7 @@ func topicSetting(t topicFacts, b brokerFacts, key, brokerKey string) (value, so
 			return v, fmt.Sprintf("broker %d's %s; the topic is not created yet", id, brokerKey), nil
 		}
 	}
-	return "", "", fmt.Errorf("%s not in the brokers' answer", brokerKey)
+	return "", "", fmt.Errorf("%s: %w", brokerKey, errNotReported)
 }
 
 func replicationRule(t topicFacts, b brokerFacts) Result {
@@ -171,7 +183,7 @@ func brokerMin(b brokerFacts, key string) (time.Duration, int32, error) {
 		}
 	}
 	if !found {
-		return 0, 0, fmt.Errorf("%s not in the brokers' answer", key)
+		return 0, 0, fmt.Errorf("%s: %w", key, errNotReported)
 	}
 	return best, at, nil
 }
@@ -225,8 +237,11 @@ func verificationRule(b brokerFacts) Result {
 		if ok && v == "true" {
 			continue
 		}
+		if !ok {
+			v = "not reported"
+		}
 		r.Status = Warn
-		r.Evidence = fmt.Sprintf("broker %d: %s=%q: a produce delayed past its transaction's end can join the producer's next transaction "+
+		r.Evidence = fmt.Sprintf("broker %d: %s %s: a produce delayed past its transaction's end can join the producer's next transaction "+
 			"(a hanging transaction, KIP-890); the epoch fence still refuses an older generation", id, cfgVerification, v)
 		r.Fix = cfgVerification + "=true (Apache Kafka 3.6 and later; its default)"
 		return r
