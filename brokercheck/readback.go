@@ -19,19 +19,43 @@ func (r *fenceRun) readBack(ctx context.Context) error {
 	if last < 0 {
 		return r.fail(checkCommitted, r.topic, "read back", fmt.Errorf("no committed batch was acknowledged"))
 	}
-	committed, err := r.read(ctx, kgo.ReadCommitted(), func(rec *kgo.Record) bool { return rec.Offset >= last })
+	committed, err := r.read(ctx, kgo.ReadCommitted(), func(rec logRecord) bool { return rec.offset >= last })
 	if err != nil {
 		return r.fail(checkCommitted, r.topic, "read_committed", err)
 	}
-	log, err := r.read(ctx, kgo.ReadUncommitted(), func(rec *kgo.Record) bool { return rec.Offset > last && rec.Attrs.IsControl() })
+	log, err := r.read(ctx, kgo.ReadUncommitted(), func(rec logRecord) bool { return rec.offset > last && rec.marker != "" })
 	if err != nil {
 		return r.fail(checkMarkers, r.topic, "read_uncommitted", err)
 	}
+	r.judge(committed, log)
+	return nil
+}
+
+// judge applies the read-back checks to what read_committed returned and
+// to what the partition holds.
+func (r *fenceRun) judge(committed, log []logRecord) {
 	data := dataRecords(committed)
 	r.judgeAborted(data)
 	r.judgeCommitted(data)
 	r.judgeMarkers(log)
-	return nil
+}
+
+// logRecord is one record as read back: a data record or a marker.
+type logRecord struct {
+	offset     int64
+	producerID int64
+	// marker is "COMMIT" or "ABORT" for a control record ("" for data).
+	marker     string
+	key, value []byte
+	headers    []kgo.RecordHeader
+}
+
+func toLogRecord(rec *kgo.Record) logRecord {
+	lr := logRecord{offset: rec.Offset, producerID: rec.ProducerID, key: rec.Key, value: rec.Value, headers: rec.Headers}
+	if rec.Attrs.IsControl() {
+		lr.marker = markerType(rec.Key)
+	}
+	return lr
 }
 
 // lastCommitted is the offset of the last acknowledged record of a
@@ -49,8 +73,8 @@ func (r *fenceRun) lastCommitted() int64 {
 // read consumes partition 0 of the scratch topic from its start at level,
 // control records kept, until done says the last record needed has come
 // (or a step's time has passed).
-func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func(*kgo.Record) bool) ([]*kgo.Record, error) {
-	var out []*kgo.Record
+func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func(logRecord) bool) ([]logRecord, error) {
+	var out []logRecord
 	err := r.withClient(ctx, func(ctx context.Context, cl *kgo.Client) error {
 		for {
 			fs := cl.PollFetches(ctx)
@@ -61,8 +85,9 @@ func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func
 				return errs[0].Err
 			}
 			for _, rec := range fs.Records() {
-				out = append(out, rec)
-				if done(rec) {
+				lr := toLogRecord(rec)
+				out = append(out, lr)
+				if done(lr) {
 					return nil
 				}
 			}
@@ -72,10 +97,10 @@ func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func
 	return out, err
 }
 
-func dataRecords(recs []*kgo.Record) []*kgo.Record {
-	var out []*kgo.Record
+func dataRecords(recs []logRecord) []logRecord {
+	var out []logRecord
 	for _, rec := range recs {
-		if !rec.Attrs.IsControl() {
+		if rec.marker == "" {
 			out = append(out, rec)
 		}
 	}
@@ -83,8 +108,8 @@ func dataRecords(recs []*kgo.Record) []*kgo.Record {
 }
 
 // labelOf is the batch label a record carries in its first header.
-func labelOf(rec *kgo.Record) string {
-	for _, h := range rec.Headers {
+func labelOf(rec logRecord) string {
+	for _, h := range rec.headers {
 		if h.Key == "fencegate-verify-batch" {
 			return string(h.Value)
 		}
@@ -94,11 +119,11 @@ func labelOf(rec *kgo.Record) string {
 
 // judgeAborted: no record of a transaction that must not commit (the
 // older producers' O, O2 and a Z the broker took) is read_committed.
-func (r *fenceRun) judgeAborted(committed []*kgo.Record) {
+func (r *fenceRun) judgeAborted(committed []logRecord) {
 	var seen []string
 	for _, rec := range committed {
 		if l := labelOf(rec); l == "O" || l == "O2" || l == "Z" {
-			seen = append(seen, fmt.Sprintf("%s at offset %d", l, rec.Offset))
+			seen = append(seen, fmt.Sprintf("%s at offset %d", l, rec.offset))
 		}
 	}
 	open := r.offsetsOf("O", "O2")
@@ -124,7 +149,7 @@ func (r *fenceRun) offsetsOf(labels ...string) string {
 
 // judgeCommitted: read_committed returns exactly the committed batches'
 // records, in the order sent, keys, values and headers byte-exact.
-func (r *fenceRun) judgeCommitted(committed []*kgo.Record) {
+func (r *fenceRun) judgeCommitted(committed []logRecord) {
 	var want []*batch
 	n := 0
 	for _, b := range r.batches {
@@ -141,9 +166,9 @@ func (r *fenceRun) judgeCommitted(committed []*kgo.Record) {
 				return
 			}
 			got := committed[i]
-			if why := differs(got, m.Key, m.Value, m.Headers); why != "" || got.Offset != b.offsets[j] {
-				r.set(checkCommitted, Fail, r.topic, fmt.Sprintf("record %d read_committed (offset %d): %s; want %s record %d at offset %d",
-					i, got.Offset, why, b.label, j, b.offsets[j]))
+			if why := differs(got, m.Key, m.Value, m.Headers); why != "" || got.offset != b.offsets[j] {
+				r.set(checkCommitted, Fail, r.topic, fmt.Sprintf("record %d read_committed (offset %d, %s): %s; want %s record %d at offset %d",
+					i, got.offset, labelOf(got), why, b.label, j, b.offsets[j]))
 				return
 			}
 			i++
@@ -151,7 +176,7 @@ func (r *fenceRun) judgeCommitted(committed []*kgo.Record) {
 	}
 	if i != len(committed) {
 		got := committed[i]
-		r.set(checkCommitted, Fail, r.topic, fmt.Sprintf("read_committed returns more than was committed: %s at offset %d", labelOf(got), got.Offset))
+		r.set(checkCommitted, Fail, r.topic, fmt.Sprintf("read_committed returns more than was committed: %s at offset %d", labelOf(got), got.offset))
 		return
 	}
 	r.set(checkCommitted, Pass, r.topic, fmt.Sprintf("%d records of the committed batches (%s) read_committed in order, keys, values and "+
@@ -159,18 +184,18 @@ func (r *fenceRun) judgeCommitted(committed []*kgo.Record) {
 }
 
 // differs says how rec differs from the record sent, "" when it does not.
-func differs(rec *kgo.Record, key, value []byte, headers []kafka.Header) string {
+func differs(rec logRecord, key, value []byte, headers []kafka.Header) string {
 	switch {
-	case !bytes.Equal(rec.Key, key):
-		return fmt.Sprintf("key %q", rec.Key)
-	case !bytes.Equal(rec.Value, value):
-		return fmt.Sprintf("value %q", rec.Value)
-	case len(rec.Headers) != len(headers):
-		return fmt.Sprintf("%d headers", len(rec.Headers))
+	case !bytes.Equal(rec.key, key):
+		return fmt.Sprintf("key %q", rec.key)
+	case !bytes.Equal(rec.value, value):
+		return fmt.Sprintf("value %q", rec.value)
+	case len(rec.headers) != len(headers):
+		return fmt.Sprintf("%d headers", len(rec.headers))
 	}
 	for i, h := range headers {
-		if rec.Headers[i].Key != h.Key || !bytes.Equal(rec.Headers[i].Value, h.Value) {
-			return fmt.Sprintf("header %d %q=%q", i, rec.Headers[i].Key, rec.Headers[i].Value)
+		if rec.headers[i].Key != h.Key || !bytes.Equal(rec.headers[i].Value, h.Value) {
+			return fmt.Sprintf("header %d %q=%q", i, rec.headers[i].Key, rec.headers[i].Value)
 		}
 	}
 	return ""
@@ -185,10 +210,10 @@ const (
 // judgeMarkers: each batch's records are followed, in the partition, by a
 // marker of the producer that wrote them: COMMIT for a committed batch,
 // ABORT for the others.
-func (r *fenceRun) judgeMarkers(log []*kgo.Record) {
-	byOffset := map[int64]*kgo.Record{}
+func (r *fenceRun) judgeMarkers(log []logRecord) {
+	byOffset := map[int64]logRecord{}
 	for _, rec := range log {
-		byOffset[rec.Offset] = rec
+		byOffset[rec.offset] = rec
 	}
 	var found []string
 	for _, b := range r.batches {
@@ -207,7 +232,7 @@ func (r *fenceRun) judgeMarkers(log []*kgo.Record) {
 		}
 		if kind != want {
 			r.set(checkMarkers, Fail, r.topic, fmt.Sprintf("%s (producer id %d, offsets %d-%d) is followed by %s, want %s",
-				b.label, lastRec.ProducerID, b.offsets[0], lastRec.Offset, kind, want))
+				b.label, lastRec.producerID, b.offsets[0], lastRec.offset, kind, want))
 			return
 		}
 		found = append(found, fmt.Sprintf("%s %s@%d", b.label, kind, at))
@@ -217,21 +242,25 @@ func (r *fenceRun) judgeMarkers(log []*kgo.Record) {
 
 // nextMarker returns the type and offset of the first control record
 // after rec of rec's producer ("none" when there is none).
-func nextMarker(log []*kgo.Record, rec *kgo.Record) (string, int64) {
+func nextMarker(log []logRecord, rec logRecord) (string, int64) {
 	for _, m := range log {
-		if m.Offset <= rec.Offset || !m.Attrs.IsControl() || m.ProducerID != rec.ProducerID {
-			continue
+		if m.offset > rec.offset && m.marker != "" && m.producerID == rec.producerID {
+			return m.marker, m.offset
 		}
-		if len(m.Key) < 4 {
-			return "a malformed marker", m.Offset
-		}
-		switch int16(m.Key[2])<<8 | int16(m.Key[3]) {
-		case markerAbort:
-			return "ABORT", m.Offset
-		case markerCommit:
-			return "COMMIT", m.Offset
-		}
-		return "an unknown marker", m.Offset
 	}
 	return "none", -1
+}
+
+// markerType reads a control record's key: version, then type.
+func markerType(key []byte) string {
+	if len(key) < 4 {
+		return "a malformed marker"
+	}
+	switch int16(key[2])<<8 | int16(key[3]) {
+	case markerAbort:
+		return "ABORT"
+	case markerCommit:
+		return "COMMIT"
+	}
+	return "an unknown marker"
 }
