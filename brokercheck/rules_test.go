@@ -177,8 +177,8 @@ func TestFM103_ReadBackCatchesABrokerThatDoesNotFence(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct {
-		name  string
-		check string
+		name   string
+		check  string
 		mutate func(committed, log []logRecord) ([]logRecord, []logRecord)
 	}{
 		{"the older producer's open transaction read_committed", checkAborted, func(c, l []logRecord) ([]logRecord, []logRecord) {
