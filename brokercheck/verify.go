@@ -73,6 +73,8 @@ func ParseAllowed(s string) ([]string, error) {
 // what it does and its fix.
 type RefusalError struct{ Refused []Result }
 
+// Error lists each refused setting with its evidence, its fix and the
+// override that names it.
 func (e *RefusalError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "the broker has %d setting(s) that break the fence; refusing to start:", len(e.Refused))
