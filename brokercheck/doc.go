@@ -24,6 +24,7 @@
 //	transactional.id.expiration.ms   against the longest idle (--park-after)
 //	transaction.partition.verification.enable
 //	acls                   the principal's ACLs against docs/managed-kafka.md
+//	cleanup                only when the scratch topic could not be deleted
 //
 // Statuses: PASS, WARN (safe as far as fencegate is concerned but worth a
 // look, or not readable with these credentials), FAIL (the property does

@@ -3,6 +3,8 @@ package brokercheck
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -250,18 +252,7 @@ func verificationRule(b brokerFacts) Result {
 	return r
 }
 
-func sortedIDs(m map[int32]map[string]string) []int32 {
-	ids := make([]int32, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
-	return ids
-}
+func sortedIDs(m map[int32]map[string]string) []int32 { return slices.Sorted(maps.Keys(m)) }
 
 func transactionVersionRule(level int16, err error) Result {
 	r := Result{Check: "transaction.version", Subject: "cluster", Status: Pass}

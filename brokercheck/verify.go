@@ -3,6 +3,7 @@ package brokercheck
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,22 +35,13 @@ func Refused(results []Result, allowed []string) (refused, overridden []Result) 
 		if r.Status != Fail || r.Unsafe == "" {
 			continue
 		}
-		if contains(allowed, r.Unsafe) {
+		if slices.Contains(allowed, r.Unsafe) {
 			overridden = append(overridden, r)
 		} else {
 			refused = append(refused, r)
 		}
 	}
 	return refused, overridden
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ParseAllowed parses --allow-unsafe-broker: a comma-separated list of
@@ -61,7 +53,7 @@ func ParseAllowed(s string) ([]string, error) {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
 		}
-		if !contains(UnsafeNames(), n) {
+		if !slices.Contains(UnsafeNames(), n) {
 			return nil, fmt.Errorf("unknown unsafe broker setting %q: the names are %s", n, strings.Join(UnsafeNames(), ", "))
 		}
 		out = append(out, n)
