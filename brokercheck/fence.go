@@ -101,10 +101,12 @@ func (r *fenceRun) set(check string, s Status, subject, evidence string) {
 
 func (r *fenceRun) do(ctx context.Context) error {
 	if err := r.makeTopic(ctx); err != nil {
-		r.set(checkEpoch, Error, r.topic, err.Error())
-		res := r.results[checkEpoch]
-		res.Fix = "grant the principal Create and Delete on topics prefixed " + ScratchTopicPrefix +
-			", or make a topic it may Write, Read and Describe and name it with --scratch-topic"
+		res := Result{Check: checkEpoch, Subject: r.topic, Status: Error, Evidence: err.Error(),
+			Fix: "check the connection settings (docs/security.md) and that the cluster answers"}
+		if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.PolicyViolation) {
+			res.Fix = "grant the principal Create and Delete on topics prefixed " + ScratchTopicPrefix +
+				", or make a topic it may Write, Read and Describe and name it with --scratch-topic"
+		}
 		r.results[checkEpoch] = res
 		return errors.New("no scratch topic")
 	}

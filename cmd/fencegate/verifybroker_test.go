@@ -347,3 +347,40 @@ func alterTopicConfig(t *testing.T, conn kafkaconn.Config, topic, key, value str
 		t.Fatalf("set %s=%s on %s: %v", key, value, topic, err)
 	}
 }
+
+// TestVerifyBrokerCouldNotRunExitsTwo: a cluster that does not answer is
+// "could not run" (exit 2), each check an ERROR with its reason, within
+// --timeout; a wrong -o is a usage error (exit 2) before anything
+// connects.
+func TestVerifyBrokerCouldNotRunExitsTwo(t *testing.T) {
+	t.Parallel()
+	cfg := routeConfig(t, "nowhere", 4)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := run(context.Background(), []string{"verify-broker", "--kafka-brokers", "127.0.0.1:1", "--config", cfg,
+		"--timeout", "2s", "-o", "json"}, &out, &errb)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s%s", code, out.String(), errb.String())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("took %s with --timeout 2s", took)
+	}
+	var rep brokercheck.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Status != brokercheck.Error {
+			t.Errorf("%s: %s (%s), want ERROR", r.Check, r.Status, r.Evidence)
+		}
+	}
+	if !strings.Contains(errb.String(), "could not run") {
+		t.Errorf("stderr: %q", errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"verify-broker", "--config", cfg, "-o", "yaml"}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "table or json") {
+		t.Errorf("-o yaml: exit %d, %q", code, errb.String())
+	}
+}
