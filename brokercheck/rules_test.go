@@ -8,6 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // broker is one broker's settings as DescribeConfigs reads them.
@@ -224,5 +225,42 @@ func TestFM103_ReadBackCatchesABrokerThatDoesNotFence(t *testing.T) {
 			continue
 		}
 		t.Logf("%s: %s FAIL: %s", tc.name, tc.check, got.Evidence)
+	}
+}
+
+// TestACLRule: the gateway's ACLs of docs/managed-kafka.md pass; one
+// missing (or denied) fails; one more than listed warns; no authorizer
+// and a certificate principal warn.
+func TestACLRule(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Topics: []string{"shard-output"}, Prefix: "prod"}
+	listed := []acl{
+		{resource: kmsg.ACLResourceTypeTopic, name: "shard-output", pattern: kmsg.ACLResourcePatternTypeLiteral, op: kmsg.ACLOperationWrite, allow: true},
+		{resource: kmsg.ACLResourceTypeTopic, name: "shard-output", pattern: kmsg.ACLResourcePatternTypeLiteral, op: kmsg.ACLOperationDescribe, allow: true},
+		{resource: kmsg.ACLResourceTypeTransactionalId, name: "fencegate/prod/", pattern: kmsg.ACLResourcePatternTypePrefixed, op: kmsg.ACLOperationWrite, allow: true},
+		{resource: kmsg.ACLResourceTypeTransactionalId, name: "fencegate/prod/", pattern: kmsg.ACLResourcePatternTypePrefixed, op: kmsg.ACLOperationDescribe, allow: true},
+	}
+	with := func(extra ...acl) []acl { return append(append([]acl(nil), listed...), extra...) }
+	for _, tc := range []struct {
+		name string
+		f    aclFacts
+		want Status
+	}{
+		{"as listed", aclFacts{principal: "User:gateway", acls: listed}, Pass},
+		{"no topic Write", aclFacts{principal: "User:gateway", acls: listed[1:]}, Fail},
+		{"topic Write denied", aclFacts{principal: "User:gateway", acls: with(acl{resource: kmsg.ACLResourceTypeTopic, name: "*",
+			pattern: kmsg.ACLResourcePatternTypeLiteral, op: kmsg.ACLOperationAll})}, Fail},
+		{"no ACL at all", aclFacts{principal: "User:gateway"}, Fail},
+		{"Read on the topic too", aclFacts{principal: "User:gateway", acls: with(acl{resource: kmsg.ACLResourceTypeTopic, name: "shard-output",
+			pattern: kmsg.ACLResourcePatternTypeLiteral, op: kmsg.ACLOperationRead, allow: true})}, Warn},
+		{"All on the cluster", aclFacts{principal: "User:gateway", acls: with(acl{resource: kmsg.ACLResourceTypeCluster, name: "kafka-cluster",
+			pattern: kmsg.ACLResourcePatternTypeLiteral, op: kmsg.ACLOperationAll, allow: true})}, Warn},
+		{"no authorizer", aclFacts{principal: "User:ANONYMOUS", disabled: true}, Warn},
+		{"certificate principal", aclFacts{}, Warn},
+		{"not describable", aclFacts{principal: "User:gateway", err: errors.New("CLUSTER_AUTHORIZATION_FAILED")}, Warn},
+	} {
+		if got := aclRule(tc.f, cfg); got.Status != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got.Status, got.Evidence, tc.want)
+		}
 	}
 }
