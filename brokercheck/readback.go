@@ -19,11 +19,12 @@ func (r *fenceRun) readBack(ctx context.Context) error {
 	if last < 0 {
 		return r.fail(checkCommitted, r.topic, "read back", fmt.Errorf("no committed batch was acknowledged"))
 	}
-	committed, err := r.read(ctx, kgo.ReadCommitted(), func(rec logRecord) bool { return rec.offset >= last })
+	first := r.batches[0].offsets[0]
+	committed, err := r.read(ctx, first, kgo.ReadCommitted(), func(rec logRecord) bool { return rec.offset >= last })
 	if err != nil {
 		return r.fail(checkCommitted, r.topic, "read_committed", err)
 	}
-	log, err := r.read(ctx, kgo.ReadUncommitted(), func(rec logRecord) bool { return rec.offset > last && rec.marker != "" })
+	log, err := r.read(ctx, first, kgo.ReadUncommitted(), func(rec logRecord) bool { return rec.offset > last && rec.marker != "" })
 	if err != nil {
 		return r.fail(checkMarkers, r.topic, "read_uncommitted", err)
 	}
@@ -70,10 +71,11 @@ func (r *fenceRun) lastCommitted() int64 {
 	return last
 }
 
-// read consumes partition 0 of the scratch topic from its start at level,
+// read consumes partition 0 of the scratch topic from offset first (the
+// run's first record: a --scratch-topic holds earlier runs' too) at level,
 // control records kept, until done says the last record needed has come
 // (or a step's time has passed).
-func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func(logRecord) bool) ([]logRecord, error) {
+func (r *fenceRun) read(ctx context.Context, first int64, level kgo.IsolationLevel, done func(logRecord) bool) ([]logRecord, error) {
 	var out []logRecord
 	err := r.withClient(ctx, func(ctx context.Context, cl *kgo.Client) error {
 		for {
@@ -85,6 +87,9 @@ func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func
 				return errs[0].Err
 			}
 			for _, rec := range fs.Records() {
+				if rec.Offset < first {
+					continue
+				}
 				lr := toLogRecord(rec)
 				out = append(out, lr)
 				if done(lr) {
@@ -92,7 +97,7 @@ func (r *fenceRun) read(ctx context.Context, level kgo.IsolationLevel, done func
 				}
 			}
 		}
-	}, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic: {0: kgo.NewOffset().AtStart()}}),
+	}, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic: {0: kgo.NewOffset().At(first)}}),
 		kgo.FetchIsolationLevel(level), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
 	return out, err
 }

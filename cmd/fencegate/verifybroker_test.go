@@ -384,3 +384,29 @@ func TestVerifyBrokerCouldNotRunExitsTwo(t *testing.T) {
 		t.Errorf("-o yaml: exit %d, %q", code, errb.String())
 	}
 }
+
+// TestVerifyBrokerScratchTopicKeptAndReused: with --scratch-topic the
+// fence checks write to the named topic, never delete it, and a second
+// run on it judges only its own records (exit 0 both times).
+func TestVerifyBrokerScratchTopicKeptAndReused(t *testing.T) {
+	t.Parallel()
+	k := kafkatest.StartReal(t, "verify-scratch", 1)
+	cfg := routeConfig(t, k.Topic, 1)
+	for i := range 2 {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"verify-broker", "--kafka-brokers", k.Brokers, "--config", cfg,
+			"--scratch-topic", k.Topic}, &out, &errb)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d:\n%s%s", i+1, code, out.String(), errb.String())
+		}
+		if !strings.Contains(out.String(), "read.committed                             "+k.Topic) {
+			t.Errorf("run %d did not read back %s:\n%s", i+1, k.Topic, out.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := k.Conn.TopicPartitions(ctx, k.Topic)
+		cancel()
+		if err != nil || n != 1 {
+			t.Fatalf("after run %d the scratch topic: %d partitions, %v", i+1, n, err)
+		}
+	}
+}
