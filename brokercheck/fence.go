@@ -78,13 +78,13 @@ func Fence(ctx context.Context, cfg Config) []Result {
 	if run.topic == "" {
 		run.topic = ScratchTopicPrefix + hex.EncodeToString(runID)
 	}
-	err := run.do(ctx)
+	_ = run.do(ctx) // its reason is the ERROR result of the step that stopped it
 	run.cleanup()
 	out := make([]Result, 0, len(fenceChecks))
 	for _, c := range fenceChecks {
 		r, ok := run.results[c]
 		if !ok {
-			r = Result{Check: c, Subject: run.topic, Status: Error, Evidence: fmt.Sprintf("not reached: %v", err),
+			r = Result{Check: c, Subject: run.topic, Status: Error, Evidence: "not reached: the run stopped at an earlier step",
 				Fix: "see the first ERROR above"}
 		}
 		out = append(out, r)
@@ -233,7 +233,8 @@ func (r *fenceRun) committedAndAborted(ctx context.Context, p *kafka.Producer) e
 // stopped.
 func (r *fenceRun) fail(check, subject, step string, err error) error {
 	err = fmt.Errorf("%s: %w", step, err)
-	r.set(check, Error, subject, err.Error())
+	r.results[check] = Result{Check: check, Subject: subject, Status: Error, Evidence: err.Error(),
+		Fix: "the evidence is the broker's or librdkafka's answer; a FAIL among the settings below (transaction.max.timeout.ms, acls) may be its cause"}
 	return err
 }
 
