@@ -103,6 +103,32 @@ func TestVerifyBrokerPassesOnApacheSingle(t *testing.T) {
 	if n := rep.Count(brokercheck.Fail) + rep.Count(brokercheck.Error); n != 0 {
 		t.Errorf("%d FAIL or ERROR on a healthy broker", n)
 	}
+	scratch := wantStatus(t, rep, "read.committed", "", brokercheck.Pass).Subject
+	waitTopicGone(t, k.Conn, scratch)
+}
+
+// waitTopicGone polls the metadata until topic is gone (Apache Kafka
+// deletes asynchronously), failing t after 30 s.
+func waitTopicGone(t *testing.T, conn kafkaconn.Config, topic string) {
+	t.Helper()
+	if !strings.HasPrefix(topic, brokercheck.ScratchTopicPrefix) {
+		t.Fatalf("scratch topic %q lacks the prefix %s", topic, brokercheck.ScratchTopicPrefix)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := conn.TopicPartitions(ctx, topic)
+		if errors.Is(err, kafkaconn.ErrNoTopic) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("the scratch topic %s is still there: %v", topic, err)
+		}
+	}
 }
 
 // TestFM101_TransactionStateMinISROneRefused: a three-node Apache Kafka
