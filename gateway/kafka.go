@@ -35,6 +35,13 @@ type KafkaConfig struct {
 // a TTL's worth of time (docs/design.md, "Running it").
 const DefaultTransactionTimeout = 10 * time.Second
 
+// ProducerConfig returns the librdkafka properties of the gateway's
+// producer of transactionalID, so that a check of the broker
+// (brokercheck's fence checks) runs on the producer the gateway runs.
+func (c KafkaConfig) ProducerConfig(transactionalID string) (*kafka.ConfigMap, error) {
+	return c.producerConfig(transactionalID)
+}
+
 func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, error) {
 	cm, err := c.ConfigMap()
 	if err != nil {

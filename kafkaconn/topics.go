@@ -277,3 +277,27 @@ func transactionalIDs(ctx context.Context, cl *kgo.Client) (map[int64]string, er
 	}
 	return ids, nil
 }
+
+// DeleteTopic deletes topic; one already gone is no error.
+func (c Config) DeleteTopic(ctx context.Context, topic string) error {
+	err := c.withClient(func(cl *kgo.Client) error {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics, req.TopicNames, req.TimeoutMillis = append(req.Topics, rt), []string{topic}, 30000
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		for _, rt := range resp.Topics {
+			if err := kerr.ErrorForCode(rt.ErrorCode); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kafka: delete topic %s: %w", topic, err)
+	}
+	return nil
+}

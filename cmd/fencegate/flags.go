@@ -18,8 +18,9 @@ import (
 // settings.
 //
 // The rule for the environment: a setting (how a component runs: every
-// flag of serve, materialize, dev and migrate, and the database, Kafka
-// and config flags of routes set-partitions) reads FENCEGATE_<NAME>
+// flag of serve, materialize, dev and migrate, the database, Kafka
+// and config flags of routes set-partitions, and verify-broker's Kafka,
+// config, transaction-timeout and park-after flags) reads FENCEGATE_<NAME>
 // (dashes become underscores) when it is set, and the command line wins
 // over it. A flag that picks output or what to act on (version --json,
 // the flags of leases, routes --pattern and --partitions, the flags of

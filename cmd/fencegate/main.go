@@ -2,7 +2,8 @@
 // the subcommands serve (the gateway), materialize (the ledger), ledger
 // (pruning it), dev (the whole stack on a development broker), migrate,
 // routes, leases (the operator's view), rollout (moving a fleet onto the
-// gateway), loadtest (the harness) and version, listed by
+// gateway), verify-broker (does the cluster fence), loadtest (the
+// harness) and version, listed by
 // commands(); the harness's child processes run hidden subcommands
 // (hidden.go).
 package main
@@ -31,16 +32,17 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"migrate":     {"apply the embedded database migrations", runMigrate},
-		"serve":       {"run the gateway", runServe},
-		"loadtest":    {"load and fault harness with invariant checks and baselines", runLoadtest},
-		"leases":      {"operator view: leases list [--prefix P] | show NAME | watch [--prefix P] | prune-events (leases -h)", runLeases},
-		"materialize": {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
-		"ledger":      {"ledger prune [--older-than AGE] [--dry-run]: delete ledger rows past the retention (ledger -h)", runLedger},
-		"rollout":     {"rollout status [PATTERN] | observe|gate|enforce PATTERN: move a route's fleet onto the gateway (rollout -h)", runRollout},
-		"routes":      {"routes set-partitions --config F --pattern P --partitions N: record a route's new partition count (routes -h)", runRoutes},
-		"dev":         {"run the whole stack on embedded defaults (development broker)", runDev},
-		"version":     {"print version, commit, Go and librdkafka versions (also --version)", runVersion},
+		"migrate":       {"apply the embedded database migrations", runMigrate},
+		"serve":         {"run the gateway", runServe},
+		"loadtest":      {"load and fault harness with invariant checks and baselines", runLoadtest},
+		"leases":        {"operator view: leases list [--prefix P] | show NAME | watch [--prefix P] | prune-events (leases -h)", runLeases},
+		"materialize":   {"run the materializer (read_committed -> Postgres ledger)", runMaterialize},
+		"ledger":        {"ledger prune [--older-than AGE] [--dry-run]: delete ledger rows past the retention (ledger -h)", runLedger},
+		"rollout":       {"rollout status [PATTERN] | observe|gate|enforce PATTERN: move a route's fleet onto the gateway (rollout -h)", runRollout},
+		"routes":        {"routes set-partitions --config F --pattern P --partitions N: record a route's new partition count (routes -h)", runRoutes},
+		"dev":           {"run the whole stack on embedded defaults (development broker)", runDev},
+		"version":       {"print version, commit, Go and librdkafka versions (also --version)", runVersion},
+		"verify-broker": {"check that the Kafka cluster fences zombies and has safe settings: PASS/WARN/FAIL, exit 0/1/2 (verify-broker -h)", runVerifyBroker},
 	}
 }
 
@@ -64,9 +66,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := c.run(ctx, args[1:], stdout, stderr); err != nil {
 		var ue usageError
+		var ee exitError
 		switch {
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(err, &ee):
+			fmt.Fprintf(stderr, "fencegate %s: %v\n", args[0], err)
+			return ee.code
 		case errors.As(err, &ue):
 			if !ue.printed { // the flag package printed its own, with the usage
 				fmt.Fprintf(stderr, "fencegate %s: %v\n", args[0], err)
@@ -79,6 +85,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// exitError ends a command with its own exit status, its message printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
 // isHelp says whether arg asks for the usage.
 func isHelp(arg string) bool {
 	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
@@ -88,6 +103,6 @@ func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: fencegate <command> [flags]")
 	fmt.Fprintln(w, "commands:")
 	for _, name := range sortedKeys(cmds) {
-		fmt.Fprintf(w, "  %-12s %s\n", name, cmds[name].summary)
+		fmt.Fprintf(w, "  %-14s %s\n", name, cmds[name].summary)
 	}
 }

@@ -21,12 +21,12 @@ const probeTimeout = 10 * time.Second
 // fails at Kafka ("Unknown partition"); with fewer, partitions stay
 // unused and the materializer never reads them. A cluster not reachable
 // yet is logged and the counts go unchecked.
-func checkKafka(ctx context.Context, conn kafkaconn.Config, router *txnmap.Router, log *slog.Logger) error {
-	reachable, err := probeKafka(ctx, conn, log)
+func checkKafka(ctx context.Context, conn kafkaconn.Config, router *txnmap.Router, log *slog.Logger) (reachable bool, err error) {
+	reachable, err = probeKafka(ctx, conn, log)
 	if err != nil || !reachable {
-		return err
+		return reachable, err
 	}
-	return checkTopics(ctx, conn, router)
+	return true, checkTopics(ctx, conn, router)
 }
 
 // checkTopics compares every route's partition count with its topic's.

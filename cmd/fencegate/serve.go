@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/brokercheck"
 	"github.com/fencegate/fencegate/fileconfig"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/telemetry"
@@ -63,6 +64,9 @@ type serveFlags struct {
 	replicaCredFile, replicaCAFile string
 	// replicaCred is the credential itself (dev's built-in one).
 	replicaCred string
+	// allowUnsafe names the broker settings that break the fence the
+	// operator starts on anyway (brokercheck.UnsafeNames).
+	allowUnsafe string
 }
 
 func (f *serveFlags) register(fs *cmdFlags) {
@@ -73,7 +77,7 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.StringVar(&f.advertise, "advertise-url", "", "URL other replicas send this replica's clients to (default: http://<listen>, https://<listen> with --tls-cert; must be https:// with --tls-cert)")
 		fs.DurationVar(&f.minTTL, "min-ttl", leasestore.DefaultMinTTL, "shortest lease TTL accepted")
 		fs.DurationVar(&f.maxTTL, "max-ttl", leasestore.DefaultMaxTTL, "longest lease TTL accepted")
-		fs.DurationVar(&f.txnTimeout, "transaction-timeout", gateway.DefaultTransactionTimeout, "transaction.timeout.ms of producers; keep below the TTLs in use")
+		registerTxnTimeout(fs, &f.txnTimeout)
 		lim := gateway.DefaultLimits()
 		fs.IntVar(&f.limits.MaxRecords, "max-records", lim.MaxRecords, "records per batch (413 beyond)")
 		fs.IntVar(&f.limits.MaxRecordBytes, "max-record-bytes", lim.MaxRecordBytes, "key + value + headers of one record (413 beyond)")
@@ -82,7 +86,9 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
 		fs.IntVar(&f.limits.MaxCheckpointBytes, "max-checkpoint-bytes", lim.MaxCheckpointBytes, "bytes of a batch's checkpoint after decoding (413 beyond)")
 		fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
-		fs.DurationVar(&f.parkAfter, "park-after", gateway.DefaultParkAfter, "close the producer of a session that has had no batch this long; the session stays and renews, its next batch is answered not_holder and the worker resumes it as a new generation (0: never park)")
+		registerParkAfter(fs, &f.parkAfter)
+		fs.StringVar(&f.allowUnsafe, "allow-unsafe-broker", "", "start although the broker has these settings that break the fence, comma-separated: "+
+			strings.Join(brokercheck.UnsafeNames(), ", ")+" (each is logged and exported as fencegate.broker.unsafe_allowed; docs/verify-broker.md)")
 		fs.IntVar(&f.maxHandovers, "max-handovers", gateway.DefaultMaxConcurrentHandovers, "handovers in flight at once; more acquires wait for a slot before their grant (429 after 30s)")
 		fs.IntVar(&f.maxHandoverQueue, "max-handover-queue", 0, "acquires that may wait for a handover slot, shared fairly between clients; more are answered 429 at once, keeping request capacity for renewals and batches (0: 4 x --max-handovers)")
 		fs.IntVar(&f.maxSessions, "max-sessions", gateway.DefaultMaxSessions, "live sessions on this replica; an acquire beyond is answered 429 before its grant")
@@ -169,7 +175,12 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	conn := f.kafkaConn()
-	if err := checkKafka(ctx, conn, router, log); err != nil {
+	reachable, err := checkKafka(ctx, conn, router, log)
+	if err != nil {
+		return err
+	}
+	allowed, err := f.checkBroker(ctx, conn, router, reachable, log)
+	if err != nil {
 		return err
 	}
 	pool, store, err := openStore(ctx, f.databaseURL, f.migrate, true, f.minTTL, f.maxTTL)
@@ -195,6 +206,9 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	defer func() { _ = mp.Shutdown(context.Background()) }()
+	if err := exportUnsafeAllowed(mp, allowed); err != nil {
+		return err
+	}
 	tp, stopTracing, err := telemetry.Tracing(ctx)
 	if err != nil {
 		return err

@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -23,10 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/kafkaconn"
 )
@@ -237,25 +234,10 @@ func CreateTopic(conn kafkaconn.Config, topic string, partitions int32) error {
 
 // DeleteTopic deletes topic; one already gone is no error.
 func DeleteTopic(conn kafkaconn.Config, topic string) error {
-	cl, err := client(conn)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req := kmsg.NewPtrDeleteTopicsRequest()
-	rt := kmsg.NewDeleteTopicsRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics, req.TopicNames, req.TimeoutMillis = append(req.Topics, rt), []string{topic}, 30000
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("delete topic %s on %s: %w", topic, conn, err)
-	}
-	for _, rt := range resp.Topics {
-		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return fmt.Errorf("delete topic %s on %s: %w", topic, conn, err)
-		}
+	if err := conn.DeleteTopic(ctx, topic); err != nil {
+		return fmt.Errorf("%w on %s", err, conn)
 	}
 	return nil
 }
