@@ -97,7 +97,7 @@ def test_takeover_loss_signal_refused_write_and_resume(stack: Stack, lease_name:
 @pytest.mark.parametrize("written", [b"\x00\xffbin", "text", {"next": 3, "done": ["a"]}, [1, 2], 42,
                                      fencegate.Json("a JSON string")])
 def test_checkpoint_reads_back_as_written(stack: Stack, lease_name: str, written: object) -> None:
-    with stack.client("py-cp", **FAST) as c:
+    with stack.client("py-cp") as c:
         lease = c.acquire(lease_name, timeout=30)
         lease.produce("b-1", [fencegate.Record(value=b"v")], checkpoint=written, timeout=30)
         lease.release(timeout=10)
