@@ -158,8 +158,11 @@ def test_watch_resumes_from_the_last_event_id(stack: Stack, lease_name: str) -> 
         assert events[0].kind == "acquired" and events[-1].kind == "released"
         later: list[fencegate.Event] = []
         stop2 = threading.Event()
-        t2 = threading.Thread(target=c.watch, args=(lease_name, events[0].id, lambda e: (later.append(e), stop2.set()),
-                                                    stop2), daemon=True)
+        def fn2(e: fencegate.Event) -> None:
+            later.append(e)
+            stop2.set()
+
+        t2 = threading.Thread(target=c.watch, args=(lease_name, events[0].id, fn2, stop2), daemon=True)
         t2.start()
         t2.join(20)
         assert later and later[0].id == events[1].id
