@@ -52,13 +52,13 @@ func checkpointOf(t testing.TB, rep reply) (batch, value string, ok bool) {
 	return fmt.Sprint(cp["batch_id"]), fmt.Sprint(v["data"]), true
 }
 
-// TestCheckpointKeepsItsType: what goes in comes out. A checkpoint
+// TestFM97_CheckpointKeepsItsType: what goes in comes out. A checkpoint
 // written as {"type": "JSON"} or {"type": "STRING"} in the JSON body is
 // read back in that type, the JSON as the same document; BINARY and every
 // checkpoint of the binary body come back BINARY, byte for byte. Before
 // the type was kept, every checkpoint read back as BINARY base64 and each
 // client had to guess what it had written.
-func TestCheckpointKeepsItsType(t *testing.T) {
+func TestFM97_CheckpointKeepsItsType(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	r := b.newReplica(nil)
