@@ -15,7 +15,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: vulncheck lint-deploy help test test-external lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
+.PHONY: vulncheck lint-deploy help test test-python test-python-fuzz test-external lint run build bench fuzz loadtest loadtest-freeze pg-start pg-stop alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} \
@@ -33,6 +33,18 @@ test: ## run the whole suite with -race (installs and starts the throwaway Postg
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" \
 		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd client && $(GO) test -race -count=1 ./... # the SDK is its own module: ./... above does not enter it
+	@$(MAKE) --no-print-directory test-python
+
+# The Python SDK's checks (deploy/dev/py.sh: its venv, never system-wide).
+PY := deploy/dev/py.sh
+
+test-python: ## the Python SDK: venv, mypy --strict, pytest against fencegate dev (the shared answer vectors, fencedb with the Go helper), the wheel, schemathesis (10 cases per operation)
+	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
+	$(PY) test 10
+
+test-python-fuzz: ## schemathesis against fencegate dev, longer (SCHEMATHESIS_CASES, default 200 per operation)
+	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
+	$(PY) fuzz $${SCHEMATHESIS_CASES:-200}
 
 # The packages whose tests run against an external Kafka (make test-external),
 # one package at a time (-p 1): every test shares the one cluster.

@@ -4,7 +4,8 @@ FENCEGATE_URL names a running one (token FENCEGATE_TOKEN, default the
 development token); otherwise the session starts `fencegate dev` on free
 ports with its own database on the throwaway Postgres (deploy/dev/pg.sh;
 FENCEGATE_TEST_DATABASE_URL names the server), from FENCEGATE_BIN or
-`go run ./cmd/fencegate`. The worker's own database for the fencedb
+`go run ./cmd/fencegate`, with tests/fencegate-dev.yaml (the development
+file and a route for every other name). The worker's own database for the fencedb
 tests is another one on the same server.
 """
 
@@ -83,7 +84,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     listen, kafka, mat = _free_port(), _free_port(), _free_port()
     binary = os.environ.get("FENCEGATE_BIN")
     cmd = [binary] if binary else ["go", "run", "./cmd/fencegate"]
-    cmd += ["dev", "--listen", f"127.0.0.1:{listen}", "--kafka-listen", f"127.0.0.1:{kafka}",
+    cmd += ["dev", "--config", str(Path(__file__).with_name("fencegate-dev.yaml")), "--listen", f"127.0.0.1:{listen}", "--kafka-listen", f"127.0.0.1:{kafka}",
             "--materializer-listen", f"127.0.0.1:{mat}", "--database-url", database_url("fencegate_dev_py")]
     log = tmp_path_factory.mktemp("dev") / "fencegate-dev.log"
     with open(log, "wb") as out:
