@@ -210,3 +210,53 @@ def test_lease_held_and_acquire_wait(stack: Stack, lease_name: str) -> None:
         start = time.monotonic()
         got = b.acquire_wait(lease_name, timeout=30)
         assert got.token > held.token and time.monotonic() - start < 10
+
+
+def test_guard_raises_in_the_block_on_loss(stack: Stack, lease_name: str) -> None:
+    cut = Partition()
+    with stack.client("py-guard", transport=cut, ttl=1.0, min_backoff=0.02, max_backoff=0.1) as c:
+        lease = c.acquire(lease_name, timeout=30)
+        cut.frozen.set()  # renewals no longer get through: lost at the local deadline
+        start = time.monotonic()
+        with pytest.raises(fencegate.LeaseLost):
+            with lease.guard():
+                while time.monotonic() - start < 30:  # the worker's long step, never looking at the lease
+                    sum(range(1000))
+        assert time.monotonic() - start < 10
+
+
+def test_outcome_unknown_is_settled_by_the_next_checkpoint(stack: Stack, lease_name: str) -> None:
+    """A batch lands, its answer is lost and then the gateway is unreachable until the lease is lost: produce raises
+    LeaseLost marked outcome_unknown; a later batch refused by the lost lease is not marked; the checkpoint read by
+    the owner's next generation says the batch landed."""
+
+    class Blackout(Partition):
+        def __init__(self) -> None:
+            super().__init__()
+            self.dark = threading.Event()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if self.dark.is_set():
+                raise httpx.ConnectError("the gateway is unreachable", request=request)
+            resp = super().handle_request(request)
+            if request.method == "POST" and request.url.path.endswith("/records") and self.frozen.is_set():
+                self.dark.set()  # the batch landed; its answer is lost, and so is everything after it
+                resp.close()
+                raise httpx.ReadError("connection reset", request=request)
+            return resp
+
+    cut = Blackout()
+    with stack.client("py-unknown", transport=cut, ttl=1.0, min_backoff=0.02, max_backoff=0.1,
+                      disable_watch=True) as c:
+        lease = c.acquire(lease_name, timeout=30)
+        lease.produce("b-0", [fencegate.Record(value=b"v0")], checkpoint={"next": 1}, timeout=10)
+        cut.frozen.set()
+        with pytest.raises(fencegate.LeaseLost) as first:
+            lease.produce("b-1", [fencegate.Record(value=b"v1")], checkpoint={"next": 2})
+        assert first.value.outcome_unknown and fencegate.outcome_unknown(first.value)
+        with pytest.raises(fencegate.LeaseLost) as later:
+            lease.produce("b-2", [fencegate.Record(value=b"v2")], timeout=10)
+        assert not later.value.outcome_unknown  # never sent: the lease was lost before
+    with stack.client("py-unknown") as again:
+        cp = again.acquire_wait(lease_name, timeout=30).checkpoint(timeout=30)
+        assert fencegate.committed(cp, "b-1") and cp is not None and cp.value == {"next": 2}

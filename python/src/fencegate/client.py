@@ -671,7 +671,9 @@ class Lease:
         prev = Reaction.REFUSE
 
         def fail(e: FencegateError) -> FencegateError:
-            e.outcome_unknown = e.outcome_unknown or unknown
+            if isinstance(e, LeaseLost):
+                e = LeaseLost(e.cause)  # the lease's own error is shared by every later call: not marked
+            e.outcome_unknown = unknown
             return e
 
         while True:
