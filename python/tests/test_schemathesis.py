@@ -43,7 +43,7 @@ def test_schemathesis_finds_nothing(stack: Stack, tmp_path: Path, run: str) -> N
            "--checks", "all", "--exclude-checks", "positive_data_acceptance", "-n", cases,
            "--exclude-operation-id", "watchLease", "--exclude-operation-id", "watchEvents",
            "--request-timeout", "20", "--generation-database", "none", "--workers", "1", "--no-color"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, cwd=tmp_path)  # its cache stays out of the clone
     report = out.stdout + out.stderr
     generated = re.search(r"(\d+) generated", report)
     links = re.search(r"API Links:\s*(\d+) covered / (\d+) selected", report)
