@@ -214,7 +214,7 @@ def test_lease_held_and_acquire_wait(stack: Stack, lease_name: str) -> None:
 
 def test_guard_raises_in_the_block_on_loss(stack: Stack, lease_name: str) -> None:
     cut = Partition()
-    with stack.client("py-guard", transport=cut, ttl=1.0, min_backoff=0.02, max_backoff=0.1) as c:
+    with stack.client("py-guard", transport=cut, ttl=2.0, min_backoff=0.02, max_backoff=0.1) as c:
         lease = c.acquire(lease_name, timeout=30)
         cut.frozen.set()  # renewals no longer get through: lost at the local deadline
         start = time.monotonic()
@@ -246,7 +246,7 @@ def test_outcome_unknown_is_settled_by_the_next_checkpoint(stack: Stack, lease_n
             return resp
 
     cut = Blackout()
-    with stack.client("py-unknown", transport=cut, ttl=1.0, min_backoff=0.02, max_backoff=0.1,
+    with stack.client("py-unknown", transport=cut, ttl=2.0, min_backoff=0.02, max_backoff=0.1,
                       disable_watch=True) as c:
         lease = c.acquire(lease_name, timeout=30)
         lease.produce("b-0", [fencegate.Record(value=b"v0")], checkpoint={"next": 1}, timeout=10)

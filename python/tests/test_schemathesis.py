@@ -8,7 +8,9 @@ takes for reliable roots and would start from the listings alone. Every
 check is on but positive_data_acceptance: the contract bounds some values
 in ways JSON Schema cannot say (255 bytes of UTF-8, a duration of 0s to
 30s, the store's TTL bounds), so a schema-valid value past them is
-rightly refused with a documented 400. The watch streams
+rightly refused with a documented 400. The stack runs with --min-ttl 2s
+(conftest.py): a lease of 100 ms has a handover budget a loaded machine
+misses, rightly answered 503 kafka_unavailable. The watch streams
 (text/event-stream, open until the client leaves) are not fuzzed.
 SCHEMATHESIS_CASES bounds the cases per operation (make test: 10; make
 test-python-fuzz: 200).
