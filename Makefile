@@ -18,7 +18,7 @@ REDOCLY := @redocly/cli@2.77.0
 # The suite's time limit; CI allows 90 minutes, this machine's budget is 15.
 TEST_TIMEOUT ?= 14m
 
-.PHONY: vulncheck lint-deploy help test test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop chaos-kafka alerts
+.PHONY: vulncheck lint-deploy help test test-python test-python-fuzz test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop chaos-kafka alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} \
@@ -39,6 +39,18 @@ test: ## run the whole suite with -race: on the embedded broker, then the Kafka-
 	FENCEGATE_TEST_DATABASE_URL="$${FENCEGATE_TEST_DATABASE_URL:-$$($(PG) url)}" $(APACHE_ENV) \
 		FENCEGATE_TEST_KAFKA_BROKERS="$$($(KAFKA) url)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(EXTERNAL_PKGS)
 	cd client && $(GO) test -race -count=1 ./... # the SDK is its own module: ./... above does not enter it
+	@$(MAKE) --no-print-directory test-python
+
+# The Python SDK's checks (deploy/dev/py.sh: its venv, never system-wide).
+PY := deploy/dev/py.sh
+
+test-python: ## the Python SDK: venv, mypy --strict, pytest against fencegate dev (the shared answer vectors, fencedb with the Go helper), the wheel, schemathesis (10 cases per operation)
+	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
+	$(PY) test 10
+
+test-python-fuzz: ## schemathesis against fencegate dev, longer (SCHEMATHESIS_CASES, default 200 per operation)
+	@if [ -z "$$FENCEGATE_TEST_DATABASE_URL" ]; then $(PG) start; fi
+	$(PY) fuzz $${SCHEMATHESIS_CASES:-200}
 
 # The shared Apache Kafka broker of make test (kafkatest.StartReal) and its
 # log, shown when a test finds it dead.

@@ -30,6 +30,10 @@ const (
 	// record of the batch's transaction, stamped like data, whose value
 	// is the checkpoint (docs/design.md, "Checkpoints").
 	HeaderCheckpoint = "fencegate-checkpoint"
+	// HeaderCheckpointType ("STRING" or "JSON") comes on a checkpoint
+	// record whose checkpoint was sent as that type, so that a read gives
+	// it back as it was written; absent, it is BINARY.
+	HeaderCheckpointType = "fencegate-checkpoint-type"
 	// ReservedPrefix starts every header name workers may not set.
 	ReservedPrefix = "fencegate-"
 )

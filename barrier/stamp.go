@@ -20,6 +20,9 @@ type Stamp struct {
 	// Checkpoint marks a batch's checkpoint record (stamped like data,
 	// Seq one past the batch's last data record).
 	Checkpoint bool
+	// CheckpointType is the type a checkpoint was written as: "STRING" or
+	// "JSON", "" for BINARY (HeaderCheckpointType).
+	CheckpointType string
 }
 
 // Headers encodes s as the fencegate headers of a record: lease, token
@@ -75,7 +78,11 @@ func (p *Stamper) Append(dst []kafka.Header, seq int) []kafka.Header {
 // whose seq is one past the batch's last data record: a data record's
 // headers and the checkpoint flag.
 func (p *Stamper) AppendCheckpoint(dst []kafka.Header, seq int) []kafka.Header {
-	return append(p.Append(dst, seq), kafka.Header{Key: HeaderCheckpoint, Value: []byte("1")})
+	dst = append(p.Append(dst, seq), kafka.Header{Key: HeaderCheckpoint, Value: []byte("1")})
+	if p.s.CheckpointType != "" {
+		dst = append(dst, kafka.Header{Key: HeaderCheckpointType, Value: []byte(p.s.CheckpointType)})
+	}
+	return dst
 }
 
 // Reserved reports whether a header name belongs to fencegate: the
@@ -115,6 +122,8 @@ func ReadStamp(hs []kafka.Header) (Stamp, error) {
 			s.Barrier = v == "1"
 		case HeaderCheckpoint:
 			s.Checkpoint = v == "1"
+		case HeaderCheckpointType:
+			s.CheckpointType = v
 		}
 	}
 	switch {
@@ -124,6 +133,8 @@ func ReadStamp(hs []kafka.Header) (Stamp, error) {
 		return s, fmt.Errorf("%w: no positive %s", ErrUnstamped, HeaderToken)
 	case s.Barrier && s.Checkpoint:
 		return s, fmt.Errorf("%w: both %s and %s", ErrUnstamped, HeaderBarrier, HeaderCheckpoint)
+	case s.CheckpointType != "" && (!s.Checkpoint || s.CheckpointType != "STRING" && s.CheckpointType != "JSON"):
+		return s, fmt.Errorf("%w: %s %q on a record that is not a checkpoint, or not STRING or JSON", ErrUnstamped, HeaderCheckpointType, s.CheckpointType)
 	case !s.Barrier && (s.Batch == "" || !haveSeq || s.Owner == ""):
 		// Owner, batch and seq make the ledger's dedup key.
 		return s, fmt.Errorf("%w: data record without %s/%s/%s", ErrUnstamped, HeaderOwner, HeaderBatch, HeaderSeq)

@@ -69,3 +69,30 @@ func TestStamperMatchesHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointTypeRoundTrip: a checkpoint's type (STRING, JSON) travels
+// in its own header and decodes to itself; BINARY adds no header; a type
+// on a record that is not a checkpoint, or another type, is refused.
+func TestCheckpointTypeRoundTrip(t *testing.T) {
+	base := Stamp{Lease: "shard:1", Token: 7, Owner: "o1", Batch: "b-1", Seq: 2, Checkpoint: true}
+	for _, kind := range []string{"", "STRING", "JSON"} {
+		s := base
+		s.CheckpointType = kind
+		got, err := ReadStamp(s.Headers())
+		if err != nil || got != s {
+			t.Errorf("type %q: read %+v, %v", kind, got, err)
+		}
+		if n := len(s.Headers()); n != DataHeaders+1+min(len(kind), 1) {
+			t.Errorf("type %q: %d headers", kind, n)
+		}
+	}
+	for name, s := range map[string]Stamp{
+		"unknown type":   {Lease: "l", Token: 1, Owner: "o", Batch: "b", Seq: 0, Checkpoint: true, CheckpointType: "XML"},
+		"not checkpoint": {Lease: "l", Token: 1, Owner: "o", Batch: "b", Seq: 0, CheckpointType: "JSON"},
+	} {
+		hs := append(s.Headers(), kafka.Header{Key: HeaderCheckpointType, Value: []byte(s.CheckpointType)})
+		if _, err := ReadStamp(hs); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -3,7 +3,8 @@
 // (docs/api.md in the fencegate repository) and imports only the standard
 // library (Go 1.24 or later), so a worker does not pull the gateway's
 // dependencies. The package Example is the loop every worker writes:
-// AcquireWait, produce until Lost, back off, again.
+// AcquireWait, produce until Lost, back off, again; Client.Run writes it
+// once, and the worker gives only its step (ExampleClient_Run).
 //
 // # Contexts and the life of a lease
 //

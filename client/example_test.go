@@ -298,3 +298,35 @@ func ExampleHook() {
 	// committed 1
 	// definite refusal 1
 }
+
+// Run writes the worker's loop once: the step gets where to resume and a
+// context cancelled on loss, and does only its own work. Here, as in the
+// checkpoint Example, the second batch lands but its answer is lost and
+// the retry finds the lease lost: Run starts over, and the next
+// generation's checkpoint settles the batch and says where to go on.
+func ExampleClient_Run() {
+	base := gatewayURL(map[string][]string{kProduce: {"", landedThenTransport, "lease_lost_not_owner"}})
+	c, err := client.New(client.Config{BaseURL: base, Token: "worker-token", Owner: "indexer-17"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	docs := []string{"a", "b", "c", "d"}
+	err = c.Run(context.Background(), "shard:42", func(ctx context.Context, run *client.Run) error {
+		next, _ := strconv.Atoi(string(run.Resume())) // nil: 0, from the start
+		fmt.Printf("token %d: starting at doc %d %v\n", run.Lease.Grant().Token, next, run.Settled)
+		for ; next < len(docs); next++ {
+			_, err := run.Produce(ctx, "doc-"+docs[next], []client.Record{{Value: []byte("payload")}},
+				client.WithCheckpoint([]byte(strconv.Itoa(next+1))))
+			if err != nil {
+				return err // a loss: Run starts over from the checkpoint
+			}
+		}
+		return nil // done: Run releases the lease
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// token 1: starting at doc 0 map[]
+	// token 2: starting at doc 2 map[doc-b:true]
+	// done: <nil>
+}

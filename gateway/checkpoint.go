@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
@@ -33,11 +35,34 @@ type CheckpointView struct {
 	Value     TypedValue `json:"value"`
 }
 
-// TypedValue is a value in the typed encoding of records ({"type":
-// "BINARY", "data": base64}); a checkpoint is always answered BINARY.
+// TypedValue is a value in the typed encoding of records: {"type":
+// "BINARY", "data": base64}, {"type": "STRING", "data": text} or
+// {"type": "JSON", "data": any JSON}. A checkpoint is answered in the type
+// it was written as (typedValue).
 type TypedValue struct {
-	Type string `json:"type"`
-	Data []byte `json:"data"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// typedValue is value, kept as type kind, in the typed encoding: what
+// goes in comes out. A value that is not what its type says (it cannot
+// be, the gateway checked it on the way in) is answered BINARY rather
+// than as a document that does not parse.
+func typedValue(kind string, value []byte) TypedValue {
+	switch {
+	case kind == "STRING" && utf8.Valid(value):
+		data, err := json.Marshal(string(value))
+		if err == nil {
+			return TypedValue{Type: kind, Data: data}
+		}
+	case kind == "JSON" && json.Valid(value):
+		return TypedValue{Type: kind, Data: value}
+	}
+	if value == nil {
+		value = []byte{} // an empty checkpoint: "", not null
+	}
+	data, _ := json.Marshal(value) // []byte marshals as a base64 string
+	return TypedValue{Type: "BINARY", Data: data}
 }
 
 // Checkpoint waits, at most wait, until the ledger has applied the
@@ -228,7 +253,7 @@ const (
 // before N is in the row, or none was written.
 const qReadCheckpoint = `
 SELECT coalesce((SELECT token FROM fences WHERE lease = $1 AND barrier_partition = $2), 0),
-       c.token, c.owner_id, c.batch_id, c.partition, c."offset", c.value
+       c.token, c.owner_id, c.batch_id, c.partition, c."offset", c.value, c.value_type
   FROM (VALUES (1)) AS one (x) LEFT JOIN checkpoints c ON c.lease = $1`
 
 func readCheckpoint(ctx context.Context, pool *pgxpool.Pool, lease string, partition int32) (int64, *CheckpointView, error) {
@@ -237,13 +262,11 @@ func readCheckpoint(ctx context.Context, pool *pgxpool.Pool, lease string, parti
 	var owner, batch *string
 	var part *int32
 	var value []byte
-	err := pool.QueryRow(ctx, qReadCheckpoint, lease, partition).Scan(&fence, &token, &owner, &batch, &part, &offset, &value)
+	var kind *string
+	err := pool.QueryRow(ctx, qReadCheckpoint, lease, partition).Scan(&fence, &token, &owner, &batch, &part, &offset, &value, &kind)
 	if err != nil || token == nil {
 		return fence, nil, err
 	}
-	if value == nil {
-		value = []byte{}
-	}
 	return fence, &CheckpointView{Token: *token, OwnerID: *owner, BatchID: *batch, Partition: *part, Offset: *offset,
-		Value: TypedValue{Type: "BINARY", Data: value}}, nil
+		Value: typedValue(*kind, value)}, nil
 }

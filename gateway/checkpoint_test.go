@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/fencegate/fencegate/barrier"
+	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/materializer"
 	"github.com/fencegate/fencegate/verify"
@@ -44,11 +46,71 @@ func checkpointOf(t testing.TB, rep reply) (batch, value string, ok bool) {
 		return "", "", false
 	}
 	v, _ := cp["value"].(map[string]any)
-	data, err := base64.StdEncoding.DecodeString(fmt.Sprint(v["data"]))
-	if err != nil || v["type"] != "BINARY" {
-		t.Fatalf("checkpoint value %v: want BINARY base64 (%v)", v, err)
+	if v["type"] != "STRING" {
+		t.Fatalf("checkpoint value %v: want the STRING it was written as", v)
 	}
-	return fmt.Sprint(cp["batch_id"]), string(data), true
+	return fmt.Sprint(cp["batch_id"]), fmt.Sprint(v["data"]), true
+}
+
+// TestFM97_CheckpointKeepsItsType: what goes in comes out. A checkpoint
+// written as {"type": "JSON"} or {"type": "STRING"} in the JSON body is
+// read back in that type, the JSON as the same document; BINARY and every
+// checkpoint of the binary body come back BINARY, byte for byte. Before
+// the type was kept, every checkpoint read back as BINARY base64 and each
+// client had to guess what it had written.
+func TestFM97_CheckpointKeepsItsType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.newReplica(nil)
+	b.runMaterializer(t)
+	for i, tc := range []struct {
+		name, kind string
+		data       any
+		want       string // the answer's value, as JSON
+	}{
+		{"json object", "JSON", map[string]any{"next": 3, "cursor": "c-9"}, `{"type":"JSON","data":{"cursor":"c-9","next":3}}`},
+		{"json number", "JSON", 42, `{"type":"JSON","data":42}`},
+		{"json string", "JSON", "s", `{"type":"JSON","data":"s"}`},
+		{"string", "STRING", "input=7", `{"type":"STRING","data":"input=7"}`},
+		{"empty string", "STRING", "", `{"type":"STRING","data":""}`},
+		{"binary", "BINARY", base64.StdEncoding.EncodeToString([]byte{0, 0xff}), `{"type":"BINARY","data":"AP8="}`},
+		{"binary body", "", nil, `{"type":"BINARY","data":"eyJuZXh0IjozfQ=="}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lease := fmt.Sprintf("shard:49%02d", i)
+			token := r.mustAcquire(t, lease, "w1", 30*time.Second)
+			var rep reply
+			if tc.kind == "" {
+				rep = r.do(t, "POST", "/v1/leases/"+lease+"/records", wire.Batch{OwnerID: "w1", Token: token, BatchID: "b-1",
+					Records: []wire.Record{{Value: []byte("v")}}, Checkpoint: []byte(`{"next":3}`)})
+			} else {
+				body := batchBody("w1", token, "b-1", 1)
+				body["checkpoint"] = map[string]any{"type": tc.kind, "data": tc.data}
+				rep = r.do(t, "POST", "/v1/leases/"+lease+"/records", body)
+			}
+			if rep.status != http.StatusOK {
+				t.Fatalf("produce: %d %s", rep.status, rep.raw)
+			}
+			// Read under the next generation: final for this one's batches.
+			next := r.regenerate(t, lease, "w1", token, 30*time.Second)
+			if next.status != http.StatusCreated {
+				t.Fatalf("new generation: %d %s", next.status, next.raw)
+			}
+			read := r.readCheckpoint(t, lease, "w1", next.int("token"), "30s")
+			cp, _ := read.body["checkpoint"].(map[string]any)
+			if read.status != http.StatusOK || cp == nil {
+				t.Fatalf("read: %d %s, want the checkpoint", read.status, read.raw)
+			}
+			var want any
+			if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(cp["value"])
+			if w, _ := json.Marshal(want); string(got) != string(w) {
+				t.Fatalf("read back %s, want %s", got, w)
+			}
+		})
+	}
 }
 
 // runMaterializer runs a materializer on the bundle's ledger until the

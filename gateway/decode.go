@@ -281,6 +281,9 @@ func decodeJSONProduce(b []byte, name string, lim Limits) (ProduceRequest, *Erro
 	if req.Checkpoint, err = body.Checkpoint.bytes("checkpoint"); err != nil {
 		return ProduceRequest{}, err
 	}
+	if body.Checkpoint != nil && body.Checkpoint.Type != "BINARY" {
+		req.CheckpointType = body.Checkpoint.Type // kept, so that a read gives it back as written
+	}
 	if err := checkCheckpoint(req.Checkpoint, lim); err != nil {
 		return ProduceRequest{}, err
 	}

@@ -26,6 +26,8 @@ import (
 
 // LeaseStore is what the gateway needs of the lease store.
 type LeaseStore interface {
+	// CheckGrant judges a grant's arguments without I/O (leasestore.Store.CheckGrant).
+	CheckGrant(name, owner string, ttl time.Duration) error
 	Acquire(ctx context.Context, name, owner string, ttl time.Duration, holder, client, gate string) (leasestore.Lease, error)
 	Regenerate(ctx context.Context, name, owner string, token int64, ttl time.Duration, holder, client, gate string) (leasestore.Lease, error)
 	Activate(ctx context.Context, name string, token, producerID int64, epoch int16) (leasestore.Lease, error)

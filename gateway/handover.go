@@ -72,6 +72,11 @@ func (g *Gateway) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 	}
 	defer g.freeSlot()
 	start := g.cfg.Now() // the local deadline runs from the grant, not from the wait
+	// Judged before the budget below, which is drawn from the TTL: a TTL
+	// out of bounds (1 ms) is a 400, not a store call timed out (503).
+	if err := g.store.CheckGrant(req.Name, req.Owner, req.TTL); err != nil {
+		return Grant{}, spanError(span, err)
+	}
 	var lease leasestore.Lease
 	err = g.stage(ctx, stagePGGrant, func(ctx context.Context) (err error) {
 		// Bounded by the handover's budget: a store that does not answer

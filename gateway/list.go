@@ -29,14 +29,15 @@ type listQuery struct {
 
 // listQueryOf reads ?prefix=&after=&limit=: a prefix or cursor no name
 // can hold is 400, before any query (Postgres refused them: 503 and an
-// ERROR line, from any client).
-func listQueryOf(prefix, after, limit string) (listQuery, *Error) {
+// ERROR line, from any client). limit holds the values of ?limit= (nil:
+// absent); one given empty is not an integer either.
+func listQueryOf(prefix, after string, limit []string) (listQuery, *Error) {
 	if err := leasestore.CheckListArgs(prefix, after); err != nil {
 		return listQuery{}, errorf(CodeInvalidRequest, "%v", err)
 	}
 	q := listQuery{prefix: prefix, after: after, limit: MaxListPage}
-	if limit != "" {
-		n, err := strconv.Atoi(limit)
+	if limit != nil {
+		n, err := strconv.Atoi(limit[0])
 		if err != nil || n < 1 || n > MaxListPage {
 			return listQuery{}, errorf(CodeInvalidRequest, "limit must be an integer from 1 to %d", MaxListPage)
 		}

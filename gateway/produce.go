@@ -30,6 +30,9 @@ type ProduceRequest struct {
 	// Checkpoint is the batch's checkpoint, written as one more record of
 	// its transaction after Records; nil is none.
 	Checkpoint []byte
+	// CheckpointType is the type the checkpoint was sent as in a JSON
+	// body, "STRING" or "JSON"; "" is BINARY (and every binary body's).
+	CheckpointType string
 	// Caller is the authenticated client; it must be the one the
 	// generation is bound to, or act for it.
 	Caller *Client
@@ -341,9 +344,9 @@ const causeFatal = "fatal"
 func (g *Gateway) stampAll(s *session, req ProduceRequest) []record {
 	out := make([]record, len(req.Records), len(req.Records)+1)
 	st := s.stamp()
-	st.Batch = req.BatchID
+	st.Batch, st.CheckpointType = req.BatchID, req.CheckpointType
 	stamper := st.Stamper()
-	n := barrier.DataHeaders + 1
+	n := barrier.DataHeaders + 2
 	for _, r := range req.Records {
 		n += len(r.Headers) + barrier.DataHeaders
 	}

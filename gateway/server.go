@@ -485,7 +485,7 @@ func (s *Server) get(c echo.Context) error {
 }
 
 func (s *Server) list(c echo.Context) error {
-	q, qerr := listQueryOf(c.QueryParam("prefix"), c.QueryParam("after"), c.QueryParam("limit"))
+	q, qerr := listQueryOf(c.QueryParam("prefix"), c.QueryParam("after"), c.QueryParams()["limit"])
 	if qerr != nil {
 		return qerr
 	}

@@ -204,6 +204,14 @@ func checkToken(token int64) error {
 	return nil
 }
 
+// CheckGrant judges the arguments of a grant (Acquire, Regenerate) as
+// those calls do, without I/O: a caller that bounds the calls with a
+// budget drawn from ttl asks it first, so that a TTL out of bounds is an
+// InvalidError however short the budget, not a timeout.
+func (s *Store) CheckGrant(name, owner string, ttl time.Duration) error {
+	return s.checkGrant(name, owner, ttl, "-")
+}
+
 func (s *Store) checkGrant(name, owner string, ttl time.Duration, holder string) error {
 	if err := s.checkName(name); err != nil {
 		return err

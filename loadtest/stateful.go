@@ -158,12 +158,34 @@ func (w *worker) produceItems(ctx context.Context) {
 // answer a worker reads.
 type checkpointAnswer struct {
 	Checkpoint *struct {
-		OwnerID string `json:"owner_id"`
-		BatchID string `json:"batch_id"`
-		Value   struct {
-			Data []byte `json:"data"`
-		} `json:"value"`
+		OwnerID string     `json:"owner_id"`
+		BatchID string     `json:"batch_id"`
+		Value   typedValue `json:"value"`
 	} `json:"checkpoint"`
+}
+
+// typedValue is a checkpoint's value in the answer: in the type it was
+// written as (this worker writes STRING), BINARY as base64.
+type typedValue struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// bytes are the bytes v stands for.
+func (v typedValue) bytes() ([]byte, error) {
+	switch v.Type {
+	case "STRING":
+		var s string
+		err := json.Unmarshal(v.Data, &s)
+		return []byte(s), err
+	case "BINARY":
+		var b []byte
+		err := json.Unmarshal(v.Data, &b)
+		return b, err
+	case "JSON":
+		return v.Data, nil
+	}
+	return nil, fmt.Errorf("checkpoint value of type %q", v.Type)
 }
 
 // resume reads the lease's checkpoint under the current generation (final
@@ -209,7 +231,13 @@ func (r *runner) checkpointWait() time.Duration {
 func (w *worker) resumeAt(a checkpointAnswer) bool {
 	next, owner, batch := 0, "", ""
 	if cp := a.Checkpoint; cp != nil {
-		n, err := strconv.Atoi(string(cp.Value.Data))
+		raw, err := cp.Value.bytes()
+		if err != nil {
+			w.r.st.error("checkpoint value", reply{})
+			w.owned.Store(false)
+			return false
+		}
+		n, err := strconv.Atoi(string(raw))
 		if err != nil || n < 0 {
 			w.r.st.error("checkpoint value", reply{})
 			w.owned.Store(false)

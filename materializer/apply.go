@@ -1,6 +1,7 @@
 package materializer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -381,7 +382,8 @@ func (a *applyTx) judge(s stamped) {
 		if value == nil {
 			value = []byte{} // an empty checkpoint; Kafka does not tell it from a null value
 		}
-		a.queue(j, qUpsertCheckpoint, u.st.Lease, u.st.Token, u.st.Owner, u.st.Batch, a.key.topic, a.key.partition, u.offset(), value)
+		a.queue(j, qUpsertCheckpoint, u.st.Lease, u.st.Token, u.st.Owner, u.st.Batch, a.key.topic, a.key.partition, u.offset(), value,
+			checkpointType(u.st.CheckpointType))
 	case Marker:
 		a.queue(judged{v: Marker, offset: u.offset()}, qAdvanceMark, a.key.topic, a.key.partition, u.marker.Pattern, u.marker.State, u.marker.Version, u.offset())
 	case Kept:
@@ -563,3 +565,7 @@ func nullableSeq(n int) any {
 	}
 	return n
 }
+
+// checkpointType is the value_type column of a checkpoint of stamp type t
+// (barrier.Stamp.CheckpointType): BINARY when the stamp names none.
+func checkpointType(t string) string { return cmp.Or(t, "BINARY") }

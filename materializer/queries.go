@@ -155,11 +155,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::jsonb)`
 // offset. Token first: the row is per lease, and a lease that moved
 // partitions (FM31) has its older generations' offsets on another one.
 const qUpsertCheckpoint = `
-INSERT INTO checkpoints (lease, token, owner_id, batch_id, topic, partition, "offset", value)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO checkpoints (lease, token, owner_id, batch_id, topic, partition, "offset", value, value_type)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (lease) DO UPDATE
    SET token = EXCLUDED.token, owner_id = EXCLUDED.owner_id, batch_id = EXCLUDED.batch_id, topic = EXCLUDED.topic,
-       partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", value = EXCLUDED.value, updated_at = clock_timestamp()
+       partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", value = EXCLUDED.value,
+       value_type = EXCLUDED.value_type, updated_at = clock_timestamp()
  WHERE EXCLUDED.token > checkpoints.token OR (EXCLUDED.token = checkpoints.token AND EXCLUDED."offset" > checkpoints."offset")`
 
 // qSetRetention records the retention the materializer promises

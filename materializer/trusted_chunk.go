@@ -185,7 +185,8 @@ func (s *partState) checkpoint(u ruling) {
 	if value == nil {
 		value = []byte{}
 	}
-	cp := checkpointState{Token: u.st.Token, Owner: u.st.Owner, Batch: u.st.Batch, Offset: u.offset(), Value: value}
+	cp := checkpointState{Token: u.st.Token, Owner: u.st.Owner, Batch: u.st.Batch, Offset: u.offset(), Value: value,
+		Type: u.st.CheckpointType}
 	s.checkpoints[u.st.Lease], s.changed.checkpoints[u.st.Lease] = cp, cp
 	s.set(stateKey(stateCheckpoint, u.st.Lease), cp)
 }

@@ -46,7 +46,7 @@ func (t *TrustedSink) mirror(ctx context.Context, key partitionKey, x mirrored, 
 	defer cancel()
 	var b pgx.Batch
 	for lease, c := range x.checkpoints {
-		b.Queue(qUpsertCheckpoint, lease, c.Token, c.Owner, c.Batch, key.topic, key.partition, c.Offset, c.Value)
+		b.Queue(qUpsertCheckpoint, lease, c.Token, c.Owner, c.Batch, key.topic, key.partition, c.Offset, c.Value, checkpointType(c.Type))
 	}
 	for lease, f := range x.fences {
 		b.Queue(qAdvanceFence, lease, f.Token, f.Owner, f.ProducerID, int32(f.Epoch), key.partition, f.Offset)

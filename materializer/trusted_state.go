@@ -69,6 +69,9 @@ type checkpointState struct {
 	Batch  string `json:"batch"`
 	Offset int64  `json:"offset"`
 	Value  []byte `json:"value"`
+	// Type is barrier.Stamp.CheckpointType ("" for BINARY, and in the
+	// state records written before types were kept).
+	Type string `json:"type,omitempty"`
 }
 
 // fenceState is a lease's fence on the partition.
