@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+var (
+	// docCommand is a fencegate command line in a document's code:
+	// "fencegate serve --listen ...", "bin/fencegate leases list --prefix".
+	docCommand = regexp.MustCompile(`\bfencegate ([a-z-]+)((?: [^|;&#]*)?)`)
+	// docFlag is a flag on such a line, its name up to "=" or a space.
+	docFlag = regexp.MustCompile(`(?:^| )--([a-z0-9][a-z0-9-]*)`)
+	// docCodeSpan is inline code in a document.
+	docCodeSpan = regexp.MustCompile("`[^`\n]+`")
+)
+
+// TestDocsNameRegisteredFlags fails for each `fencegate <command> --flag`
+// in the code of README.md or docs/*.md (a code span, or a fenced block
+// with its \ continuations joined) whose command does not register the
+// flag, so a renamed or removed flag cannot linger in the docs.
+func TestDocsNameRegisteredFlags(t *testing.T) {
+	t.Parallel()
+	flags := map[string]map[string]bool{}
+	for cmd, entries := range everyUsage(t) {
+		flags[cmd] = map[string]bool{"help": true, "h": true}
+		for _, e := range entries {
+			flags[cmd][e.name] = true
+		}
+	}
+	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	for _, doc := range append(docs, filepath.Join(repoRoot, "README.md")) {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, code := range docCode(string(raw)) {
+			for _, m := range docCommand.FindAllStringSubmatch(code, -1) {
+				cmd, rest := m[1], m[2]
+				if _, ok := subcommands[cmd]; ok {
+					sub, tail, _ := strings.Cut(strings.TrimSpace(rest), " ")
+					cmd, rest = cmd+" "+sub, " "+tail
+				}
+				known, ok := flags[cmd]
+				if !ok {
+					continue // not a command line ("fencegate dev's database")
+				}
+				for _, f := range docFlag.FindAllStringSubmatch(rest, -1) {
+					if !known[f[1]] {
+						bad = append(bad, filepath.Base(doc)+": fencegate "+cmd+" --"+f[1])
+					}
+				}
+			}
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		t.Errorf("%d flags the docs give a command that it does not register:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+}
+
+// docCode returns the code of a markdown text: each code span, and each
+// command of a fenced block with its \ continuation lines joined.
+func docCode(text string) []string {
+	var out []string
+	fenced, cont := false, ""
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced, cont = !fenced, ""
+			continue
+		}
+		if !fenced {
+			for _, span := range docCodeSpan.FindAllString(line, -1) {
+				out = append(out, strings.Trim(span, "`"))
+			}
+			continue
+		}
+		joined, more := strings.CutSuffix(strings.TrimSpace(line), `\`)
+		cont += " " + joined
+		if !more {
+			out = append(out, cont)
+			cont = ""
+		}
+	}
+	return out
+}
