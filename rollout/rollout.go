@@ -8,6 +8,10 @@
 //
 // It is shared by `fencegate rollout` and the gateway's admin API, so
 // that both take the same step.
+//
+// It must never record a state whose markers did not commit: the markers
+// go to Kafka first, under the pattern's row lock, and a failed marker
+// transaction records nothing (ErrMarkersUnknown when that is not known).
 package rollout
 
 import (
