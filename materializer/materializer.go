@@ -61,7 +61,7 @@ import (
 // Verdict is what the materializer decided for one record.
 type Verdict string
 
-// The verdicts (docs/design.md, "The materializer and the ledger").
+// The verdicts (docs/ledger.md, "The materializer and the ledger").
 const (
 	Accepted   Verdict = "accepted"
 	Barrier    Verdict = "barrier"
