@@ -92,3 +92,42 @@ func docCode(text string) []string {
 	}
 	return out
 }
+
+// TestDocsJoinOnAFreePort fails when a document starts a second dev
+// replica (`fencegate dev --join`) on a port the first `fencegate dev`
+// already listens on by default: the gateway's, the broker's or the
+// materializer's (the README once gave it the materializer's 8081).
+func TestDocsJoinOnAFreePort(t *testing.T) {
+	t.Parallel()
+	taken := map[string]string{
+		defaultListen:             "the gateway's --listen",
+		defaultKafkaBrokers:       "the development broker's --kafka-listen",
+		defaultMaterializerListen: "the materializer's --materializer-listen",
+	}
+	listen := regexp.MustCompile(`--listen[ =](\S+)`)
+	docs, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	joins := 0
+	for _, doc := range append(docs, filepath.Join(repoRoot, "README.md")) {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, code := range docCode(strings.Join(strings.Fields(string(raw)), " ")) {
+			if !strings.Contains(code, "dev --join") {
+				continue
+			}
+			joins++
+			for _, m := range listen.FindAllStringSubmatch(code, -1) {
+				if what, ok := taken[m[1]]; ok {
+					t.Errorf("%s: fencegate dev --join --listen %s: %s", filepath.Base(doc), m[1], what)
+				}
+			}
+		}
+	}
+	if joins == 0 {
+		t.Fatal("no document shows fencegate dev --join: the parse is broken, or the docs lost it")
+	}
+}
