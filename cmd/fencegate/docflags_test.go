@@ -16,7 +16,7 @@ var (
 	// docFlag is a flag on such a line, its name up to "=" or a space.
 	docFlag = regexp.MustCompile(`(?:^| )--([a-z0-9][a-z0-9-]*)`)
 	// docCodeSpan is inline code in a document.
-	docCodeSpan = regexp.MustCompile("`[^`\n]+`")
+	docCodeSpan = regexp.MustCompile("`[^`]+`")
 )
 
 // TestDocsNameRegisteredFlags fails for each `fencegate <command> --flag`
@@ -67,19 +67,32 @@ func TestDocsNameRegisteredFlags(t *testing.T) {
 	}
 }
 
-// docCode returns the code of a markdown text: each code span, and each
-// command of a fenced block with its \ continuation lines joined.
+// docCode returns the code of a markdown text: each code span (which may
+// run over a line break), and each command of a fenced block with its \
+// continuation lines joined.
 func docCode(text string) []string {
 	var out []string
+	var prose []string
 	fenced, cont := false, ""
+	spans := func() {
+		joined := strings.Join(prose, " ")
+		for _, span := range docCodeSpan.FindAllString(joined, -1) {
+			out = append(out, strings.Trim(span, "`"))
+		}
+		prose = prose[:0]
+	}
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			if !fenced {
+				spans()
+			}
 			fenced, cont = !fenced, ""
 			continue
 		}
 		if !fenced {
-			for _, span := range docCodeSpan.FindAllString(line, -1) {
-				out = append(out, strings.Trim(span, "`"))
+			prose = append(prose, line)
+			if strings.TrimSpace(line) == "" { // a span ends with its paragraph
+				spans()
 			}
 			continue
 		}
@@ -90,6 +103,7 @@ func docCode(text string) []string {
 			cont = ""
 		}
 	}
+	spans()
 	return out
 }
 
@@ -115,7 +129,7 @@ func TestDocsJoinOnAFreePort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, code := range docCode(strings.Join(strings.Fields(string(raw)), " ")) {
+		for _, code := range docCode(string(raw)) {
 			if !strings.Contains(code, "dev --join") {
 				continue
 			}
