@@ -6,6 +6,10 @@
 // A barrier proves authenticity (the HMAC), not freshness: only comparing
 // its token with the current fence, in offset order, fences
 // (docs/design.md#why-it-exists).
+//
+// It must never import another fencegate package, nor judge a barrier
+// against a fence: that is the materializer's, so the wire format sits
+// below both ends and neither end's rules leak into it.
 package barrier
 
 import (

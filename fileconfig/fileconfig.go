@@ -5,6 +5,10 @@
 // act_for) and refuses an ambiguous set in gateway.NewAuthenticator. The
 // materializer reads the same file for its routes without linking the
 // gateway's acceptance code (docs/design.md, defence in depth).
+//
+// It must never import the gateway or the materializer, nor decide who a
+// client is: a loader that knew the gateway's acceptance rules would give
+// the materializer a code path shared with what it defends against.
 package fileconfig
 
 import (

@@ -17,6 +17,9 @@
 //     error of this package.
 //
 // It imports nothing of fencegate.
+//
+// It must never offer a switch that skips certificate verification, nor
+// let the SASL password reach a string, a log or an error.
 package kafkaconn
 
 import (

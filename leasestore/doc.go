@@ -1,6 +1,10 @@
 // Package leasestore is fencegate's Postgres lease store (pgx/v5): named
 // leases with fencing tokens, all on database time.
 //
+// It must never know HTTP, Kafka or the ledger, nor decide a lease by the
+// process's clock: every expiry is compared with clock_timestamp() in the
+// statement that acts on it, and no statement deletes a lease row.
+//
 // # States
 //
 //	         Acquire (insert, or take over an ended row)

@@ -12,7 +12,7 @@ import (
 )
 
 // RolloutState is where a route pattern stands in the move of its fleet
-// onto the gateway (docs/design.md#rollout, FM21).
+// onto the gateway (docs/rollout.md#rollout, FM21).
 type RolloutState string
 
 // The rollout states, in the order a rollout walks them.

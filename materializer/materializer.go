@@ -30,7 +30,9 @@
 // mark (FM12): records written by a generation before its successor's
 // barrier stay valid. Rebuilding from offset 0 gives the same ledger.
 //
-// It imports txnmap and barrier, never gateway.
+// It must never import the gateway, nor stop on a record it cannot judge:
+// it shares no acceptance code with what it defends against, and a record
+// it cannot keep is refused with a receipt, never a halt.
 package materializer
 
 import (
@@ -59,7 +61,7 @@ import (
 // Verdict is what the materializer decided for one record.
 type Verdict string
 
-// The verdicts (docs/design.md, "The materializer and the ledger").
+// The verdicts (docs/ledger.md, "The materializer and the ledger").
 const (
 	Accepted   Verdict = "accepted"
 	Barrier    Verdict = "barrier"

@@ -15,7 +15,7 @@ import (
 )
 
 // LedgerValues says what the ledger keeps of an accepted record's bytes
-// (docs/design.md, "Retention and the dedup window").
+// (docs/ledger.md, "Retention and the dedup window").
 type LedgerValues string
 
 // The modes of LedgerValues.

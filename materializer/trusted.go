@@ -79,7 +79,7 @@ func (c *TrustedConfig) fill() error {
 
 // TrustedSink writes the trusted output of the lease topics to Kafka: one
 // consume-transform-produce transaction per chunk of one partition
-// (docs/design.md, "The trusted topic").
+// (docs/ledger.md, "The trusted topic").
 type TrustedSink struct {
 	m   *Materializer
 	cfg TrustedConfig

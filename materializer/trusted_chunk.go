@@ -13,7 +13,7 @@ import (
 )
 
 // HeaderTrusted is the provenance header of a record in the trusted
-// topic (docs/design.md, "The trusted topic").
+// topic (docs/ledger.md, "The trusted topic").
 const HeaderTrusted = "fencegate-trusted"
 
 // Provenance is the value of HeaderTrusted, as compact JSON: the stamp the

@@ -11,7 +11,7 @@ import (
 // partition, a row per lease) from its state, so that the gateway's
 // checkpoint read (GET /v1/leases/{name}/checkpoint), which waits for the
 // caller's fence and then reads the lease's checkpoint, answers as with
-// the ledger (docs/design.md, "The trusted topic").
+// the ledger (docs/ledger.md, "The trusted topic").
 //
 // The mirror of a chunk is written after the chunk's Kafka commit, its
 // fences and checkpoints in one Postgres transaction, chunk after chunk

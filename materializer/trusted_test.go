@@ -233,7 +233,7 @@ func (b *testBundle) trustedWorkload() int64 {
 
 // TestTrustedTopicEqualsTheLedger: the Kafka sink writes the records the
 // Postgres ledger accepts, with the same refusals, for a workload of every
-// verdict (docs/design.md, "The trusted topic"), and a rebuild (a sink of
+// verdict (docs/ledger.md, "The trusted topic"), and a rebuild (a sink of
 // another name from offset 0) writes the same again.
 func TestTrustedTopicEqualsTheLedger(t *testing.T) {
 	t.Parallel()

@@ -1,5 +1,5 @@
 // Package rollout moves a route pattern's fleet onto the gateway
-// (docs/design.md#rollout, FM21): it changes the pattern's rollout state
+// (docs/rollout.md#rollout, FM21): it changes the pattern's rollout state
 // in the lease store (observe, gated, enforced) and, in the same step,
 // writes a signed rollout marker to every partition of the pattern's
 // topic, from which the materializer judges what it keeps; it reports
@@ -8,6 +8,10 @@
 //
 // It is shared by `fencegate rollout` and the gateway's admin API, so
 // that both take the same step.
+//
+// It must never record a state whose markers did not commit: the markers
+// go to Kafka first, under the pattern's row lock, and a failed marker
+// transaction records nothing (ErrMarkersUnknown when that is not known).
 package rollout
 
 import (

@@ -1,6 +1,9 @@
 // Package txnmap maps lease names to where their records go: the Kafka
 // transactional.id, topic and partition. It does no I/O.
 //
+// It must never do I/O or import another fencegate package, and never map
+// two valid names to one transactional.id.
+//
 // Guarantees:
 //   - ValidateName is the one definition of a lease name anywhere in fencegate.
 //   - TransactionalID is injective and reversible for valid names under one

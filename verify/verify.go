@@ -3,6 +3,9 @@
 // confluent-kafka-go). The gateway tests, the materializer tests and the
 // load harness use it.
 //
+// It must never read through the gateway or the ledger, nor import either:
+// a checker that shared their code could not catch their faults.
+//
 //   - I2 no stale write: in a lease partition, no data record with token T
 //     appears after a barrier with token > T, and every data record's
 //     token equals the latest preceding barrier's.

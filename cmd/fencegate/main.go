@@ -6,6 +6,10 @@
 // harness) and version, listed by
 // commands(); the harness's child processes run hidden subcommands
 // (hidden.go).
+//
+// It must never hold a rule of its own: the commands wire the packages
+// that carry each rule, and read secrets from files or the environment,
+// never from the command line.
 package main
 
 import (

@@ -45,7 +45,7 @@ type serveFlags struct {
 	// the API listener: profiles reveal internals and cost CPU).
 	debugListen string
 	// parkAfter closes the producer of a session idle this long
-	// (docs/design.md, "Parking idle sessions"; 0 or less: never).
+	// (docs/replicas.md, "Parking idle sessions"; 0 or less: never).
 	parkAfter time.Duration
 	// maxHandovers bounds handovers in flight; the others wait for a slot
 	// before their grant.

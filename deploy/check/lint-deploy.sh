@@ -35,7 +35,7 @@
 #             secrets as files, credentials of the units, stop grace
 #             periods above the drain; on the chart's renderings).
 # Not run here: docker build, docker compose up, kubectl apply, systemctl
-# start. See the README.
+# start. See docs/deployment.md.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"

@@ -9,6 +9,11 @@
 // and other tests run beside it. A test that needs the embedded broker's
 // fault injection asks for it with Fake, which skips the test on an
 // external cluster with one message.
+//
+// It must never be imported by code that ships (only tests and the test
+// tool kfakeserve), and never touch a topic it did not make: an external
+// cluster is shared with other tests and, in a release check, with an
+// operator's data.
 package kafkatest
 
 import (

@@ -3,6 +3,10 @@
 // transaction, recorded in a table of that line's own, under an advisory
 // lock so that replicas starting at once do not race. The lease store and
 // the ledger each have their own line; neither knows the other's tables.
+//
+// It must never know a table itself, nor apply a migration twice or out
+// of order: the owning package embeds its files, and the record table and
+// the advisory lock decide what runs.
 package migrate
 
 import (

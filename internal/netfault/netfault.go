@@ -15,6 +15,10 @@
 //   - Bandwidth: at most rate KiB/s.
 //
 // Upstream is the client-to-server direction, Downstream the reply.
+//
+// It must never be imported by the gateway, the materializer or the lease
+// store: faults are injected from outside a component (tests, the load
+// harness), never compiled into its own path.
 package netfault
 
 import (

@@ -3,6 +3,9 @@
 //
 // The server is FENCEGATE_TEST_DATABASE_URL when set, otherwise the one
 // `deploy/dev/pg.sh start` runs (make test starts it).
+//
+// It must never be imported by code that ships, nor hand two tests one
+// database: a test that shares its database cannot claim what it proves.
 package pgtest
 
 import (

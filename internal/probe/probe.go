@@ -8,6 +8,10 @@
 // The check runs detached from its callers' contexts, bounded by
 // Config.Timeout: a caller that hangs up does not cancel the check the
 // others wait for.
+//
+// It must never run two checks at once or check per caller: the probe is
+// unauthenticated, and a probe that reached the dependencies per request
+// would let anyone flood them.
 package probe
 
 import (

@@ -2,6 +2,9 @@
 // given targets every second, evaluates the project's alert rules every
 // second, and answers queries through its HTTP API. deploy/dev/prom.sh
 // installs the binary; make test runs it before the suite.
+//
+// It must never be imported by code that ships: it starts processes and
+// binds ports for a test.
 package promtest
 
 import (

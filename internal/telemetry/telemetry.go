@@ -8,6 +8,10 @@
 // the Prometheus exporter publishes as target_info; the Go runtime and
 // process collectors (go_*, process_*); and fencegate_build_info with the
 // version, commit and librdkafka version of the binary.
+//
+// It must never set the global OpenTelemetry providers or register
+// anything in init: each component gets its providers injected, so tests
+// and several components in one process do not share instruments.
 package telemetry
 
 import (

@@ -2,8 +2,11 @@
 // rejected_records, consumer_positions, kept_records, rollout_marks,
 // checkpoints, ledger_retention, ledger_owner) and its views applied_keys and ledger_records: their
 // migration line, recorded in ledger_migrations, and the reset a
-// development broker needs. The lease store's tables have a line of their own; this package
-// imports nothing of the gateway or the lease store.
+// development broker needs. The lease store's tables have a line of their own.
+//
+// It must never import the gateway or the lease store: the ledger's
+// schema belongs to the materializer alone, and its tables and columns
+// are a contract with downstream readers.
 package schema
 
 import (

@@ -9,6 +9,9 @@
 // Scenarios: headers, methods, leases, listing, readyz (see each
 // function's comment). Timings are of one run on whatever machine it runs
 // on: compare the ratios measured side by side in one run.
+//
+// It must never be pointed at a gateway that serves real work: it floods
+// the one it is given.
 package main
 
 import (

@@ -17,6 +17,9 @@
 // SIGINT or SIGTERM. With --data-dir it persists to that directory with
 // every write synced, and a restart on the same directory (after SIGKILL
 // too) serves what it had acknowledged (kafkatest.StartProcess).
+//
+// It must never stand in for Apache Kafka in a claim about Apache Kafka:
+// a check it passes is proved on kfake only.
 package main
 
 import (
