@@ -4,6 +4,8 @@
 // one place of these rules: `fencegate verify-broker` prints every
 // result, and `fencegate serve` refuses to start on the settings checks
 // that break the fence (Refusals), unless the operator names each one.
+// It must never write outside its own scratch topic and transactional
+// ids, and must never call a setting safe that it could not read.
 //
 // The checks (docs/verify-broker.md has the table with the fixes):
 //

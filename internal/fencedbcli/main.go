@@ -1,7 +1,8 @@
 // Command fencedbcli makes one fenced write with the Go SDK's fencedb: the
 // other half of the Python SDK's interoperability test
 // (python/tests/test_fencedb.py), which writes with one helper and is
-// refused by the other on the same database.
+// refused by the other on the same database. It is a test tool:
+// it must never be shipped or pointed at a database that is not a test's.
 //
 //	fencedbcli -database-url URL -resource R -token N -owner O
 //
