@@ -70,7 +70,7 @@ func ConsoleRead(t testing.TB, conn kafkaconn.Config, topic string, partition in
 func parseConsoleLine(line string) (ToolRecord, error) {
 	f := strings.SplitN(line, "\t", 4)
 	if len(f) != 4 || !strings.HasPrefix(f[0], "Offset:") {
-		return ToolRecord{}, fmt.Errorf("want 4 tab-separated fields starting Offset:")
+		return ToolRecord{}, fmt.Errorf("want 4 tab-separated fields, the first \"Offset:N\"")
 	}
 	off, err := strconv.ParseInt(strings.TrimPrefix(f[0], "Offset:"), 10, 64)
 	if err != nil {
