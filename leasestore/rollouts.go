@@ -75,6 +75,10 @@ type RolloutChange struct {
 	// DirectClients names the config's clients that write Kafka
 	// themselves: the leases they hold are what enforced waits for.
 	DirectClients []string
+	// PatternOf is the deployment's route lookup (txnmap.Router.PatternOf):
+	// a lease is of the route its name is routed to, not of every pattern
+	// its name matches (FM87). Nil treats Pattern as the only route.
+	PatternOf func(name string) (string, bool)
 }
 
 // StepError says why a rollout step was refused: the current state, and
@@ -195,7 +199,7 @@ func (s *Store) checkStep(ctx context.Context, tx pgx.Tx, cur Rollout, ch Rollou
 	if ch.To != Enforced || ch.Force {
 		return nil
 	}
-	held, err := directLeases(ctx, tx, ch.Pattern, ch.DirectClients)
+	held, err := directLeases(ctx, tx, ch.Pattern, ch.DirectClients, ch.PatternOf)
 	if err != nil {
 		return err
 	}
@@ -208,10 +212,11 @@ func (s *Store) checkStep(ctx context.Context, tx pgx.Tx, cur Rollout, ch Rollou
 	return nil
 }
 
-// DirectLeases lists the live leases matching pattern whose generation
-// was granted to one of clients (the config's direct clients).
-func (s *Store) DirectLeases(ctx context.Context, pattern string, clients []string) ([]Lease, error) {
-	out, err := directLeases(ctx, s.pool, pattern, clients)
+// DirectLeases lists the live leases of the route whose pattern is
+// pattern whose generation was granted to one of clients (the config's
+// direct clients). patternOf is as RolloutChange.PatternOf.
+func (s *Store) DirectLeases(ctx context.Context, pattern string, clients []string, patternOf func(string) (string, bool)) ([]Lease, error) {
+	out, err := directLeases(ctx, s.pool, pattern, clients, patternOf)
 	if err != nil {
 		return nil, unavailable("direct leases", err)
 	}
@@ -222,7 +227,7 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func directLeases(ctx context.Context, q querier, pattern string, clients []string) ([]Lease, error) {
+func directLeases(ctx context.Context, q querier, pattern string, clients []string, patternOf func(string) (string, bool)) ([]Lease, error) {
 	if len(clients) == 0 {
 		return nil, nil
 	}
@@ -236,11 +241,22 @@ func directLeases(ctx context.Context, q querier, pattern string, clients []stri
 	}
 	var out []Lease
 	for _, l := range all {
-		if txnmap.Match(pattern, l.Name) {
+		if routedTo(l.Name, pattern, patternOf) {
 			out = append(out, l)
 		}
 	}
 	return out, nil
+}
+
+// routedTo says whether the lease name is of the route whose pattern is
+// pattern: a lease of a more specific route listed first is that
+// route's, and does not hold back this one's enforce (FM87).
+func routedTo(name, pattern string, patternOf func(string) (string, bool)) bool {
+	if patternOf == nil {
+		return txnmap.Match(pattern, name)
+	}
+	got, ok := patternOf(name)
+	return ok && got == pattern
 }
 
 // lastExpiry is when the last of leases lapses.
