@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
@@ -250,12 +251,47 @@ func (s *Server) authenticateForwarded(c echo.Context) (*Client, *Error) {
 	case !valid:
 		return nil, errorf(CodeUnauthorized, "a forwarded request without the replica credential")
 	}
+	if !forwardable[r.Method+" "+c.Path()] {
+		return nil, errorf(CodeUnauthorized, "the replica credential is accepted only on the requests replicas forward (produce, renew, release), not on %s %s", r.Method, c.Path())
+	}
+	by := r.Header.Get(headerForwardedBy)
+	if !replicaName(by) {
+		return nil, errorf(CodeUnauthorized, "a forwarded request must name its replica in %s (1 to %d printable ASCII bytes)", headerForwardedBy, maxReplicaName)
+	}
 	cl := s.auth.byName(r.Header.Get(headerForwardedClient))
 	if cl == nil {
 		return nil, errorf(CodeUnauthorized, "a forwarded request for client %q, which this replica does not know", r.Header.Get(headerForwardedClient))
 	}
-	c.Set(forwardedKey, r.Header.Get(headerForwardedBy))
+	c.Set(forwardedKey, by)
+	c.SetRequest(r.WithContext(leasestore.ForwardedBy(r.Context(), by)))
 	return cl, nil
+}
+
+// forwardable are the routes a replica forwards (method and template):
+// the only ones the replica credential opens (FM89). Acquire, reads,
+// watches and the admin API are served where they arrive, so a holder of
+// the credential gains nothing there.
+var forwardable = map[string]bool{
+	http.MethodPost + " /v1/leases/:name/records": true,
+	http.MethodPatch + " /v1/leases/:name":        true,
+	http.MethodDelete + " /v1/leases/:name":       true,
+}
+
+// maxReplicaName bounds a forwarding replica's name as the audit keeps it.
+const maxReplicaName = 253
+
+// replicaName says whether by can name a forwarding replica in the audit:
+// 1..maxReplicaName printable ASCII bytes (a host or pod name).
+func replicaName(by string) bool {
+	if by == "" || len(by) > maxReplicaName {
+		return false
+	}
+	for i := 0; i < len(by); i++ {
+		if by[i] <= ' ' || by[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // mayForward reports whether a request may be forwarded from here: the

@@ -31,7 +31,7 @@ func (s *Store) EventsAfter(ctx context.Context, after int64, limit int) (EventR
 		var e Event
 		var epoch int32
 		err := r.Scan(&e.ID, &e.Name, &e.Kind, &e.Token, &e.OwnerID, &e.Holder, &e.ProducerID,
-			&epoch, &e.ExpiresAt, &e.At, &e.Client, &out.Xmin, &out.Xmax)
+			&epoch, &e.ExpiresAt, &e.At, &e.Client, &e.ForwardedBy, &out.Xmin, &out.Xmax)
 		e.ProducerEpoch = int16(epoch)
 		out.Events = append(out.Events, e)
 		return struct{}{}, err
@@ -143,7 +143,7 @@ func scanEvent(r scanner) (Event, error) {
 	var e Event
 	var epoch int32
 	err := r.Scan(&e.ID, &e.Name, &e.Kind, &e.Token, &e.OwnerID, &e.Holder, &e.ProducerID,
-		&epoch, &e.ExpiresAt, &e.At, &e.Client)
+		&epoch, &e.ExpiresAt, &e.At, &e.Client, &e.ForwardedBy)
 	e.ProducerEpoch = int16(epoch)
 	return e, err
 }

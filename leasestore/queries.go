@@ -158,7 +158,8 @@ WITH ` + gateCTE("5") + `renewed AS (
 SELECT ` + leaseColumns + ` FROM renewed`
 
 // qRelease ends an active lease now. The row and its token stay: the token
-// remains the high-water mark for the next grant (I1).
+// remains the high-water mark for the next grant (I1). $4 is the replica
+// that forwarded the release (empty for none), kept in the audit (FM89).
 const qRelease = `
 WITH released AS (
     UPDATE leases
@@ -169,9 +170,9 @@ WITH released AS (
     RETURNING *
 ), ev AS (
     INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
-                              producer_epoch, expires_at, client_id)
+                              producer_epoch, expires_at, client_id, forwarded_by)
     SELECT name, 'released', fencing_token, owner_id, holder, producer_id,
-           producer_epoch, expires_at, client_id
+           producer_epoch, expires_at, client_id, NULLIF($4, '')
       FROM released
 )
 SELECT ` + leaseColumns + ` FROM released`
@@ -214,7 +215,7 @@ const qListFrom = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
 
 // eventColumns is the column list every query returns for an Event.
 const eventColumns = `id, name, kind, token, owner_id, holder, COALESCE(producer_id, -1),
-       COALESCE(producer_epoch, -1), expires_at, at, COALESCE(client_id, '')`
+       COALESCE(producer_epoch, -1), expires_at, at, COALESCE(client_id, ''), COALESCE(forwarded_by, '')`
 
 // qEvents returns the newest events of a lease, newest first.
 const qEvents = `SELECT ` + eventColumns + `

@@ -75,6 +75,9 @@ type Event struct {
 	// Client is the API client of the generation the event is about ("":
 	// not recorded, before migration 0007, or a superseded generation).
 	Client string
+	// ForwardedBy names the replica that forwarded the request that made
+	// the event ("": served where it arrived; FM89).
+	ForwardedBy string
 }
 
 // Defaults of Config, also the defaults of `fencegate serve --min-ttl` and
