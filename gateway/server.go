@@ -479,7 +479,7 @@ func (s *Server) get(c echo.Context) error {
 	for _, e := range evs {
 		ev := EventView{Kind: e.Kind, OwnerID: e.OwnerID, Holder: e.Holder,
 			ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, ExpiresAt: e.ExpiresAt, At: e.At, ForwardedBy: e.ForwardedBy}
-		if v.Token != 0 {
+		if client(c).actsFor(e.Client) { // each event's generation, not the lease's (FM90)
 			ev.Token = e.Token
 		}
 		v.Events = append(v.Events, ev)

@@ -57,6 +57,7 @@ WITH ` + gateCTE("6") + `granted AS (
            prev_owner_id   = l.owner_id,
            prev_state      = l.state,
            prev_expires_at = l.expires_at,
+           prev_client_id  = l.client_id,
            fencing_token   = nextval('lease_token_seq'),
            owner_id        = EXCLUDED.owner_id,
            state           = 'pending',
@@ -71,8 +72,8 @@ WITH ` + gateCTE("6") + `granted AS (
      WHERE l.expires_at <= clock_timestamp()
     RETURNING l.*
 ), superseded AS (
-    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at)
-    SELECT name, 'superseded', prev_token, prev_owner_id, holder, prev_expires_at
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, client_id)
+    SELECT name, 'superseded', prev_token, prev_owner_id, holder, prev_expires_at, prev_client_id
       FROM granted
      WHERE prev_token IS NOT NULL AND prev_state <> 'released'
 ), acquired AS (
