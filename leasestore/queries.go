@@ -236,15 +236,19 @@ SELECT ` + eventColumns + `, pg_snapshot_xmin(pg_current_snapshot())::text::bigi
 // xmin are all finished (gateway/watch.go, settled).
 const qSnapshot = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
 
-// qEventsRange reads the events in ids ($1, $2] of names in [$3, $4) (a
-// prefix's range, as qList), in id order, at most $5: a watch stream's
+// qEventsRange reads the events in ids ($3, $4] of the names in the
+// ranges [$1[i], $2[i]), in id order, at most $5: a watch stream's
 // catch-up, below the relay's cursor, where no id is in flight any more.
-const qEventsRange = `SELECT ` + eventColumns + ` FROM lease_events
- WHERE id > $1 AND id <= $2 AND name ~>=~ $3 AND name ~<~ $4 ORDER BY id LIMIT $5`
-
-// qEventsRangeFrom is qEventsRange for a prefix with no upper bound.
-const qEventsRangeFrom = `SELECT ` + eventColumns + ` FROM lease_events
- WHERE id > $1 AND id <= $2 AND name ~>=~ $3 ORDER BY id LIMIT $4`
+// Each range is its own scan of the (name text_pattern_ops, id) index
+// (migration 0010): the rows read are the events under the caller's
+// prefixes, not every event of the id window (FM91).
+const qEventsRange = `SELECT ` + eventColumns + `
+  FROM unnest($1::text[], $2::text[]) AS r(lo, hi)
+ CROSS JOIN LATERAL (
+       SELECT * FROM lease_events
+        WHERE name ~>=~ r.lo AND name ~<~ r.hi AND id > $3 AND id <= $4
+        ORDER BY id LIMIT $5) AS e
+ ORDER BY id LIMIT $5`
 
 // qLastEventID is the newest event id (0: none), where a relay starts,
 // and its snapshot's xmax: the events in flight then are settled once a
