@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -140,8 +143,8 @@ func (s *Store) SetRollout(ctx context.Context, ch RolloutChange, during func(co
 	if ch.Actor == "" {
 		return Rollout{}, &InvalidError{Field: "actor", Message: "a change of state needs who asks"}
 	}
-	if ch.Force && ch.Reason == "" {
-		return Rollout{}, &InvalidError{Field: "reason", Message: "a forced step needs a reason"}
+	if err := checkReason(ch.Reason, ch.Force); err != nil {
+		return Rollout{}, err
 	}
 	var out Rollout
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -170,6 +173,26 @@ func (s *Store) SetRollout(ctx context.Context, ch RolloutChange, during func(co
 		return Rollout{}, unavailable("set rollout", err)
 	}
 	return out, err
+}
+
+// MaxReasonBytes bounds a rollout step's reason: the audit row keeps it
+// and every status shows it.
+const MaxReasonBytes = 1024
+
+// checkReason refuses a reason the audit cannot keep as one: longer than
+// MaxReasonBytes, or with a control character (a line break forges a
+// log line); and a forced step without a reason that says something
+// (blank is none, FM92).
+func checkReason(reason string, force bool) error {
+	switch {
+	case len(reason) > MaxReasonBytes:
+		return &InvalidError{Field: "reason", Message: fmt.Sprintf("%d bytes; at most %d", len(reason), MaxReasonBytes)}
+	case strings.IndexFunc(reason, unicode.IsControl) >= 0 || !utf8.ValidString(reason):
+		return &InvalidError{Field: "reason", Message: "must be UTF-8 text without control characters"}
+	case force && strings.TrimSpace(reason) == "":
+		return &InvalidError{Field: "reason", Message: "a forced step needs a reason"}
+	}
+	return nil
 }
 
 // lockRollout reads pattern's row FOR UPDATE, creating it (enforced,

@@ -3,6 +3,7 @@ package leasestore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,5 +185,38 @@ func TestFM87_ALeaseOfAMoreSpecificRouteIsThatRoutes(t *testing.T) {
 	var step *leasestore.StepError
 	if err := enforce("shard:eu:*"); !errors.As(err, &step) || len(step.Blocking) != 1 || step.Blocking[0].Name != "shard:eu:1" {
 		t.Fatalf("enforce shard:eu:* with shard:eu:1 held: %v, want a StepError naming it", err)
+	}
+}
+
+// TestFM92_ForcedStepNeedsAReasonOfSense: a forced step with a blank
+// reason, and any step with a reason of 1 MiB or with a line break, is
+// refused as invalid and records nothing; a forced step with a reason is
+// taken. Before, only the empty reason was refused.
+func TestFM92_ForcedStepNeedsAReasonOfSense(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name, reason string
+		force        bool
+	}{
+		{"blank and forced", "   \t ", true},
+		{"1 MiB", strings.Repeat("x", 1<<20), false},
+		{"1 MiB and forced", strings.Repeat("x", 1<<20), true},
+		{"a forged log line", "ok\nlevel=INFO msg=approved", true},
+	}
+	for _, tc := range cases {
+		_, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops",
+			Reason: tc.reason, Force: tc.force}, nil)
+		var inv *leasestore.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "reason" {
+			t.Errorf("%s: %v, want an InvalidError on reason", tc.name, err)
+		}
+	}
+	if got, _ := b.store.RolloutOf(b.ctx, rolloutPattern); got.Version != 0 {
+		t.Fatalf("a refused step recorded version %d", got.Version)
+	}
+	if _, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops",
+		Reason: "indexers moved", Force: true}, nil); err != nil {
+		t.Fatalf("a forced step with a reason: %v", err)
 	}
 }

@@ -111,6 +111,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // own replica name (the default one gets the listen port), dev's broker
 // and database, nothing reset.
 func joinDev(ctx context.Context, f serveFlags, kafkaListen string, log *slog.Logger) error {
+	if err := requireDevDatabase(ctx, f.databaseURL); err != nil {
+		return err
+	}
 	if _, port, err := net.SplitHostPort(f.listen); err == nil && f.replica == defaultReplica() {
 		f.replica += "-" + port
 	}

@@ -158,6 +158,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return usagef("--max-body-bytes-in-flight %d is below --max-request-bytes %d: a largest body would never be admitted",
 			f.http.MaxBodyBytesInFlight, f.limits.MaxRequestBytes)
 	}
+	if f.debugListen != "" {
+		if err := checkDebugListen(f.debugListen); err != nil {
+			return usagef("%v", err)
+		}
+	}
 	raw, err := f.readConfig()
 	if err != nil {
 		return err
@@ -479,6 +484,12 @@ func parseGatewayConfig(raw []byte) (fileconfig.File, *txnmap.Router, *gateway.A
 	fc, router, err := fileconfig.Parse(raw)
 	if err != nil {
 		return fc, nil, nil, err
+	}
+	// A config with nothing in it is a wrong file, not a gateway that
+	// refuses everything (FM92).
+	if len(fc.Routes) == 0 || len(fc.Clients) == 0 {
+		return fc, nil, nil, fmt.Errorf("config: %d routes and %d clients: a gateway needs at least one of each (is this the routes and clients file?)",
+			len(fc.Routes), len(fc.Clients))
 	}
 	auth, err := gateway.NewAuthenticator(fc.Clients)
 	if err != nil {
