@@ -80,7 +80,7 @@ func (a *admin) view(st rollout.Status) RolloutView {
 	plan := []rollout.ACLChange{}
 	for _, rt := range a.r.Router.Routes() {
 		if rt.Pattern == st.Pattern {
-			plan = append(plan, rollout.ACLPlan(a.clients, rt)...)
+			plan = append(plan, a.r.ACLPlan(a.clients, rt)...)
 		}
 	}
 	return RolloutView{Status: st, ACLPlan: plan}

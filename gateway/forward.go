@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
 )
 
 // Forwarding lets a replica that does not hold a lease's session pass the
@@ -53,6 +57,18 @@ type Forwarding struct {
 	// on any failure after the request left, the answer is 502
 	// forward_failed: the outcome is unknown.
 	AnswerTimeout time.Duration
+	// Fleet are the host[:port] globs (txnmap.Match) of the replicas'
+	// advertise URLs: the replica credential goes only to a holder whose
+	// registered URL's host is one of them, and only over https:// when
+	// this replica advertises https:// (FM88). This replica's own
+	// advertise URL must be of the fleet, or Forward refuses. Default
+	// (DefaultFleet): the host of this replica's advertise URL, any port.
+	Fleet []string
+	// ClientCertFile and ClientKeyFile are the certificate the replica
+	// presents when forwarding to a replica that requires mutual TLS
+	// (re-read when either file changes). serve sets them to its own
+	// --tls-cert and --tls-key when --tls-client-ca is on.
+	ClientCertFile, ClientKeyFile string
 	// HolderCacheFor is how long a holder found for a lease is reused
 	// before the registry is read again (default
 	// DefaultHolderCacheFor; negative: every request reads it). A stale
@@ -97,11 +113,14 @@ const (
 	forwardAnswered    = "answered"    // the holder answered; passed on as is
 	forwardUnreachable = "unreachable" // nothing sent: 421 to the holder
 	forwardUnknown     = "unknown"     // sent, no answer: 502 forward_failed
+	forwardRefused     = "refused"     // the holder's address is not of the fleet: nothing sent
 )
 
 // forwarder sends requests to other replicas.
 type forwarder struct {
 	replica  string
+	fleet    []string
+	https    bool // forward only to https:// (this replica advertises it)
 	hash     [sha256.Size]byte
 	header   string // the Authorization value it sends
 	client   *http.Client
@@ -110,9 +129,20 @@ type forwarder struct {
 	holders  *holderCache
 }
 
-func (f *Forwarding) fill() error {
+func (f *Forwarding) fill(advertise string) error {
 	if len(f.Credential) < MinCredentialBytes {
 		return fmt.Errorf("replica credential is %d bytes; at least %d are needed (openssl rand -hex 32)", len(f.Credential), MinCredentialBytes)
+	}
+	if len(f.Fleet) == 0 {
+		f.Fleet = DefaultFleet(advertise)
+	}
+	for _, h := range f.Fleet {
+		if err := txnmap.ValidatePattern(h); err != nil {
+			return fmt.Errorf("fleet host %q: %w", h, err)
+		}
+	}
+	if (f.ClientCertFile == "") != (f.ClientKeyFile == "") {
+		return errors.New("a forwarding client certificate needs both its certificate and its key")
 	}
 	f.ConnectTimeout = cmp.Or(f.ConnectTimeout, DefaultForwardConnectTimeout)
 	f.AnswerTimeout = cmp.Or(f.AnswerTimeout, DefaultForwardAnswerTimeout)
@@ -120,27 +150,76 @@ func (f *Forwarding) fill() error {
 	return nil
 }
 
+// DefaultFleet is Forwarding.Fleet's default: the host of the replica's
+// advertise URL, with any port (replicas on one machine).
+func DefaultFleet(advertise string) []string {
+	u, err := url.Parse(advertise)
+	if err != nil || u.Hostname() == "" {
+		return nil
+	}
+	h := u.Hostname()
+	if strings.Contains(h, ":") {
+		h = `\[` + h + `\]` // an IPv6 literal; '[' starts a class in a glob
+	}
+	return []string{h, h + ":*"}
+}
+
 // Forward turns forwarding on (f.Credential set). Call it before serving.
+// It refuses a replica whose own advertise URL is not of f.Fleet: it
+// would register an address the fleet does not forward to.
 func (s *Server) Forward(f Forwarding) error {
-	if err := f.fill(); err != nil {
+	advertise := s.g.cfg.AdvertiseURL
+	if err := f.fill(advertise); err != nil {
 		return fmt.Errorf("gateway: forwarding: %w", err)
+	}
+	fw := &forwarder{replica: s.g.cfg.Replica, fleet: f.Fleet, https: strings.HasPrefix(advertise, "https://")}
+	if err := fw.ofFleet(advertise); err != nil {
+		return fmt.Errorf("gateway: forwarding: this replica's advertise URL: %w", err)
+	}
+	tc := &tls.Config{RootCAs: f.RootCAs, MinVersion: tls.VersionTLS12}
+	if f.ClientCertFile != "" {
+		r := &certReloader{certFile: f.ClientCertFile, keyFile: f.ClientKeyFile, log: s.log}
+		if _, err := r.load(); err != nil {
+			return fmt.Errorf("gateway: forwarding: client certificate: %w", err)
+		}
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return r.load() }
 	}
 	dial := &net.Dialer{Timeout: f.ConnectTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		DialContext:           dial.DialContext,
-		TLSClientConfig:       &tls.Config{RootCAs: f.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:       tc,
 		TLSHandshakeTimeout:   f.ConnectTimeout,
 		ResponseHeaderTimeout: f.AnswerTimeout,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       50 * time.Second,
 		ForceAttemptHTTP2:     true,
 	}
-	fw := &forwarder{replica: s.g.cfg.Replica, hash: sha256.Sum256(f.Credential),
-		header: replicaScheme + string(f.Credential), answerIn: f.AnswerTimeout,
-		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		dur:    s.g.met.forward, holders: newHolderCache(f.HolderCacheFor)}
+	fw.hash, fw.header, fw.answerIn = sha256.Sum256(f.Credential), replicaScheme+string(f.Credential), f.AnswerTimeout
+	fw.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	fw.dur, fw.holders = s.g.met.forward, newHolderCache(f.HolderCacheFor)
 	s.fwd = fw
 	return nil
+}
+
+// ofFleet says why the replica credential must not go to u, or nil: u
+// is a replica of the fleet (its host matches a Fleet glob), reached
+// over https:// when this replica advertises https://, with nothing
+// but a scheme, a host and a port. The one check before the credential
+// leaves (FM88).
+func (f *forwarder) ofFleet(u string) error {
+	pu, err := url.Parse(u)
+	switch {
+	case err != nil || pu.Host == "" || pu.User != nil || pu.RawQuery != "" || pu.Fragment != "" || (pu.Path != "" && pu.Path != "/"):
+		return fmt.Errorf("%q is not a replica's base URL (scheme://host:port)", u)
+	case pu.Scheme != "https" && (f.https || pu.Scheme != "http"):
+		return fmt.Errorf("%q is not https://, and this replica's fleet speaks TLS", u)
+	}
+	for _, h := range f.fleet {
+		if txnmap.Match(h, pu.Host) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the host of %q is none of the fleet's %q", u, f.fleet)
 }
 
 // replicaCredential reports whether r carries the replica credential's
@@ -172,12 +251,47 @@ func (s *Server) authenticateForwarded(c echo.Context) (*Client, *Error) {
 	case !valid:
 		return nil, errorf(CodeUnauthorized, "a forwarded request without the replica credential")
 	}
+	if !forwardable[r.Method+" "+c.Path()] {
+		return nil, errorf(CodeUnauthorized, "the replica credential is accepted only on the requests replicas forward (produce, renew, release), not on %s %s", r.Method, c.Path())
+	}
+	by := r.Header.Get(headerForwardedBy)
+	if !replicaName(by) {
+		return nil, errorf(CodeUnauthorized, "a forwarded request must name its replica in %s (1 to %d printable ASCII bytes)", headerForwardedBy, maxReplicaName)
+	}
 	cl := s.auth.byName(r.Header.Get(headerForwardedClient))
 	if cl == nil {
 		return nil, errorf(CodeUnauthorized, "a forwarded request for client %q, which this replica does not know", r.Header.Get(headerForwardedClient))
 	}
-	c.Set(forwardedKey, r.Header.Get(headerForwardedBy))
+	c.Set(forwardedKey, by)
+	c.SetRequest(r.WithContext(leasestore.ForwardedBy(r.Context(), by)))
 	return cl, nil
+}
+
+// forwardable are the routes a replica forwards (method and template):
+// the only ones the replica credential opens (FM89). Acquire, reads,
+// watches and the admin API are served where they arrive, so a holder of
+// the credential gains nothing there.
+var forwardable = map[string]bool{
+	http.MethodPost + " /v1/leases/:name/records": true,
+	http.MethodPatch + " /v1/leases/:name":        true,
+	http.MethodDelete + " /v1/leases/:name":       true,
+}
+
+// maxReplicaName bounds a forwarding replica's name as the audit keeps it.
+const maxReplicaName = 253
+
+// replicaName says whether by can name a forwarding replica in the audit:
+// 1..maxReplicaName printable ASCII bytes (a host or pod name).
+func replicaName(by string) bool {
+	if by == "" || len(by) > maxReplicaName {
+		return false
+	}
+	for i := 0; i < len(by); i++ {
+		if by[i] <= ' ' || by[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // mayForward reports whether a request may be forwarded from here: the
@@ -222,6 +336,12 @@ func (s *Server) forwardAfter(c echo.Context, name string, body []byte, err erro
 // unknown.
 func (s *Server) forward(c echo.Context, name string, to *Error, body io.Reader) error {
 	start := time.Now()
+	if err := s.fwd.ofFleet(to.HolderURL); err != nil {
+		s.fwd.holders.forget(name)
+		s.fwd.record(c.Request().Context(), start, forwardRefused)
+		s.log.Error("forward refused: the holder's registered address is not of the fleet; nothing sent", "fencegate.lease", name, "holder", to.Holder, "error", err)
+		return strayHolder(name, to.Holder)
+	}
 	res, sent, err := s.fwd.send(c, to.HolderURL, body)
 	if err != nil || res.StatusCode >= 300 {
 		s.fwd.holders.forget(name)
@@ -311,6 +431,15 @@ func (c cancelOnClose) Close() error {
 func forwardFailed(name, holder string, err error) *Error {
 	return &Error{Code: CodeForwardFailed,
 		Detail:  fmt.Sprintf("the request for lease %q was sent to replica %q, which did not answer (%v): the outcome is unknown; retry the same request", name, holder, err),
+		Members: Members{Holder: holder}}
+}
+
+// strayHolder is the answer when the holder's registered address is not
+// of the fleet: 421 without the address (a client sent there would carry
+// its bearer token to it), nothing done anywhere.
+func strayHolder(name, holder string) *Error {
+	return &Error{Code: CodeMisdirected,
+		Detail:  fmt.Sprintf("lease %q is held on replica %q, whose registered address is not of this fleet: nothing was sent; the operator must look at the replicas table", name, holder),
 		Members: Members{Holder: holder}}
 }
 

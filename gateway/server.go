@@ -443,6 +443,9 @@ type EventView struct {
 	ProducerEpoch int16     `json:"producer_epoch"`
 	ExpiresAt     time.Time `json:"expires_at"`
 	At            time.Time `json:"at"`
+	// ForwardedBy names the replica that forwarded the request that made
+	// the event (a release sent to another replica; FM89).
+	ForwardedBy string `json:"forwarded_by,omitempty"`
 }
 
 // viewOf is the view of l for client cl: the token only for a client that
@@ -475,8 +478,8 @@ func (s *Server) get(c echo.Context) error {
 	v := viewOf(l, client(c))
 	for _, e := range evs {
 		ev := EventView{Kind: e.Kind, OwnerID: e.OwnerID, Holder: e.Holder,
-			ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, ExpiresAt: e.ExpiresAt, At: e.At}
-		if v.Token != 0 {
+			ProducerID: e.ProducerID, ProducerEpoch: e.ProducerEpoch, ExpiresAt: e.ExpiresAt, At: e.At, ForwardedBy: e.ForwardedBy}
+		if client(c).actsFor(e.Client) { // each event's generation, not the lease's (FM90)
 			ev.Token = e.Token
 		}
 		v.Events = append(v.Events, ev)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
 )
 
 // Watch streams (docs/api.md, "Watching leases"; docs/design.md,
@@ -29,7 +31,7 @@ import (
 // EventSource is what the watch streams need of the lease store.
 type EventSource interface {
 	EventsAfter(ctx context.Context, after int64, limit int) (leasestore.EventRead, error)
-	EventsRange(ctx context.Context, prefix string, after, upto int64, limit int) ([]leasestore.Event, error)
+	EventsRange(ctx context.Context, prefixes []string, after, upto int64, limit int) ([]leasestore.Event, error)
 	LastEventID(ctx context.Context) (int64, uint64, error)
 	SnapshotXmin(ctx context.Context) (uint64, error)
 	Listen(ctx context.Context, notified func()) error
@@ -593,8 +595,9 @@ func (st *watchStream) catchUp(ctx context.Context, upto int64) error {
 	if st.last < 0 {
 		st.last = upto
 	}
+	prefixes := st.visible()
 	for st.last < upto {
-		evs, err := st.r.src.EventsRange(ctx, st.prefix, st.last, upto, relayBatch)
+		evs, err := st.r.src.EventsRange(ctx, prefixes, st.last, upto, relayBatch)
 		if err != nil {
 			return err
 		}
@@ -608,6 +611,42 @@ func (st *watchStream) catchUp(ctx context.Context, upto int64) error {
 		}
 	}
 	return nil
+}
+
+// visible are the name prefixes a catch-up reads: the stream's lease, or
+// the parts of its prefix the client's allow patterns reach (FM91).
+func (st *watchStream) visible() []string {
+	if st.name != "" {
+		return []string{st.name}
+	}
+	return visiblePrefixes(st.prefix, st.cl.Allow)
+}
+
+// visiblePrefixes narrows prefix to the names allow patterns may match:
+// each pattern's literal prefix that prefix starts, or prefix itself
+// where a literal prefix is a prefix of it, without a prefix another
+// covers. Every name under prefix that a pattern matches is under one of
+// them (txnmap.LiteralPrefix), so the catch-up reads no other tenant's
+// events; send still decides each event.
+func visiblePrefixes(prefix string, allow []string) []string {
+	var out []string
+	for _, a := range allow {
+		lp := txnmap.LiteralPrefix(a)
+		switch {
+		case strings.HasPrefix(prefix, lp):
+			out = append(out, prefix)
+		case strings.HasPrefix(lp, prefix):
+			out = append(out, lp)
+		}
+	}
+	slices.Sort(out)
+	var kept []string
+	for _, p := range out {
+		if len(kept) == 0 || !strings.HasPrefix(p, kept[len(kept)-1]) {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 // follow sends sb's events and heartbeats until the client goes, a write

@@ -63,3 +63,28 @@ func TestRelayHoldsAGapUntilSettledAndSkipsNothingCommitted(t *testing.T) {
 		}
 	}
 }
+
+// TestFM91_CatchUpReadsOnlyWhatTheClientMaySee: a prefix stream's
+// catch-up reads the parts of its prefix the client's allow patterns
+// reach, never the whole prefix of a client allowed less (FM91).
+func TestFM91_CatchUpReadsOnlyWhatTheClientMaySee(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		prefix string
+		allow  []string
+		want   string
+	}{
+		{"", []string{"tenant-a:*"}, `["tenant-a:"]`},
+		{"tenant-", []string{"tenant-a:*", "tenant-b:?", "other:*"}, `["tenant-a:" "tenant-b:"]`},
+		{"tenant-a:1", []string{"tenant-a:*"}, `["tenant-a:1"]`},
+		{"", []string{"*"}, `[""]`},
+		{"x:", []string{"*", "x:1*"}, `["x:"]`},
+		{"tenant-a:", []string{"other:*"}, `[]`},
+		{"t", []string{"tenant-a:1", "tenant-a:*"}, `["tenant-a:"]`},
+	}
+	for _, c := range cases {
+		if got := fmt.Sprintf("%q", visiblePrefixes(c.prefix, c.allow)); got != c.want {
+			t.Errorf("visiblePrefixes(%q, %q) = %s, want %s", c.prefix, c.allow, got, c.want)
+		}
+	}
+}

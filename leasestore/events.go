@@ -31,7 +31,7 @@ func (s *Store) EventsAfter(ctx context.Context, after int64, limit int) (EventR
 		var e Event
 		var epoch int32
 		err := r.Scan(&e.ID, &e.Name, &e.Kind, &e.Token, &e.OwnerID, &e.Holder, &e.ProducerID,
-			&epoch, &e.ExpiresAt, &e.At, &e.Client, &out.Xmin, &out.Xmax)
+			&epoch, &e.ExpiresAt, &e.At, &e.Client, &e.ForwardedBy, &out.Xmin, &out.Xmax)
 		e.ProducerEpoch = int16(epoch)
 		out.Events = append(out.Events, e)
 		return struct{}{}, err
@@ -43,15 +43,16 @@ func (s *Store) EventsAfter(ctx context.Context, after int64, limit int) (EventR
 }
 
 // EventsRange reads up to limit events with ids in (after, upto] of the
-// names starting with prefix, in id order.
-func (s *Store) EventsRange(ctx context.Context, prefix string, after, upto int64, limit int) ([]Event, error) {
-	var rows pgx.Rows
-	var err error
-	if end, ok := prefixEnd(prefix); ok {
-		rows, err = s.pool.Query(ctx, qEventsRange, after, upto, prefix, end, limit)
-	} else {
-		rows, err = s.pool.Query(ctx, qEventsRangeFrom, after, upto, prefix, limit)
+// names starting with one of prefixes, in id order. Each prefix is read
+// through the (name, id) pattern index (migration 0010), so a catch-up
+// reads the events under its prefixes, never the other tenants' (FM91).
+// Overlapping prefixes return an event once per prefix.
+func (s *Store) EventsRange(ctx context.Context, prefixes []string, after, upto int64, limit int) ([]Event, error) {
+	if len(prefixes) == 0 {
+		return nil, nil
 	}
+	q, args := eventsRangeQuery(prefixes, after, upto, limit)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, unavailable("events", err)
 	}
@@ -60,6 +61,25 @@ func (s *Store) EventsRange(ctx context.Context, prefix string, after, upto int6
 		return nil, unavailable("events", err)
 	}
 	return evs, nil
+}
+
+// eventsRangeQuery is EventsRange's statement: each prefix as a name
+// range [lo, hi).
+func eventsRangeQuery(prefixes []string, after, upto int64, limit int) (string, []any) {
+	lo, hi := make([]string, len(prefixes)), make([]string, len(prefixes))
+	for i, p := range prefixes {
+		lo[i], hi[i] = p, nameRangeEnd(p)
+	}
+	return qEventsRange, []any{lo, hi, after, upto, limit}
+}
+
+// nameRangeEnd is the end of the names under prefix: prefixEnd, or above
+// every lease name (ASCII, so below U+007F) when there is none.
+func nameRangeEnd(prefix string) string {
+	if end, ok := prefixEnd(prefix); ok {
+		return end
+	}
+	return "\x7f"
 }
 
 // LastEventID returns the newest event id (0: none) and the xmax of the
@@ -143,7 +163,7 @@ func scanEvent(r scanner) (Event, error) {
 	var e Event
 	var epoch int32
 	err := r.Scan(&e.ID, &e.Name, &e.Kind, &e.Token, &e.OwnerID, &e.Holder, &e.ProducerID,
-		&epoch, &e.ExpiresAt, &e.At, &e.Client)
+		&epoch, &e.ExpiresAt, &e.At, &e.Client, &e.ForwardedBy)
 	e.ProducerEpoch = int16(epoch)
 	return e, err
 }

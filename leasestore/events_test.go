@@ -39,11 +39,11 @@ func TestEventsAfterReadsInIDOrderWithItsSnapshot(t *testing.T) {
 	if err != nil || last != rd.Events[2].ID {
 		t.Fatalf("last event id %d (%v), want %d", last, err, rd.Events[2].ID)
 	}
-	rng, err := b.store.EventsRange(b.ctx, "shard:e", from, rd.Events[1].ID, 10)
+	rng, err := b.store.EventsRange(b.ctx, []string{"shard:e"}, from, rd.Events[1].ID, 10)
 	if err != nil || len(rng) != 2 {
 		t.Fatalf("range (%d, %d]: %+v (%v), want the first two", from, rd.Events[1].ID, rng, err)
 	}
-	if rng, _ := b.store.EventsRange(b.ctx, "other:", from, last, 10); len(rng) != 0 {
+	if rng, _ := b.store.EventsRange(b.ctx, []string{"other:"}, from, last, 10); len(rng) != 0 {
 		t.Fatalf("range of another prefix: %+v", rng)
 	}
 }

@@ -5,3 +5,9 @@ var WorkerPath = workerPath
 
 // PrefixEnd exposes the upper bound of a prefix scan to the tests.
 var PrefixEnd = prefixEnd
+
+// EventsRangeQuery exposes the statement and arguments of EventsRange to
+// the tests (to EXPLAIN it).
+func (s *Store) EventsRangeQuery(prefixes []string, after, upto int64, limit int) (string, []any) {
+	return eventsRangeQuery(prefixes, after, upto, limit)
+}

@@ -86,13 +86,30 @@ func (s *Store) refusedIfNoRows(ctx context.Context, err error, name, owner stri
 	return s.lostIfNoRows(ctx, err, name, owner, token)
 }
 
-// Release ends owner's active lease now; the row keeps its token.
+// Release ends owner's active lease now; the row keeps its token. Its
+// event records the replica that forwarded the request (ForwardedBy in
+// ctx).
 func (s *Store) Release(ctx context.Context, name, owner string, token int64) (Lease, error) {
 	if err := checkToken(token); err != nil {
 		return Lease{}, err
 	}
-	l, err := s.writeOne(ctx, "release", qRelease, name, owner, token)
+	l, err := s.writeOne(ctx, "release", qRelease, name, owner, token, forwardedBy(ctx))
 	return l, s.lostIfNoRows(ctx, err, name, owner, token)
+}
+
+// forwardedKey is the context key of ForwardedBy.
+type forwardedKey struct{}
+
+// ForwardedBy returns ctx saying that replica forwarded the request: the
+// events the request writes record it (lease_events.forwarded_by, FM89).
+func ForwardedBy(ctx context.Context, replica string) context.Context {
+	return context.WithValue(ctx, forwardedKey{}, replica)
+}
+
+// forwardedBy is the replica ForwardedBy put in ctx, or "".
+func forwardedBy(ctx context.Context) string {
+	by, _ := ctx.Value(forwardedKey{}).(string)
+	return by
 }
 
 // Abandon ends the pending grant token after a failed handover. It is a

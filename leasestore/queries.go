@@ -57,6 +57,7 @@ WITH ` + gateCTE("6") + `granted AS (
            prev_owner_id   = l.owner_id,
            prev_state      = l.state,
            prev_expires_at = l.expires_at,
+           prev_client_id  = l.client_id,
            fencing_token   = nextval('lease_token_seq'),
            owner_id        = EXCLUDED.owner_id,
            state           = 'pending',
@@ -71,8 +72,8 @@ WITH ` + gateCTE("6") + `granted AS (
      WHERE l.expires_at <= clock_timestamp()
     RETURNING l.*
 ), superseded AS (
-    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at)
-    SELECT name, 'superseded', prev_token, prev_owner_id, holder, prev_expires_at
+    INSERT INTO lease_events (name, kind, token, owner_id, holder, expires_at, client_id)
+    SELECT name, 'superseded', prev_token, prev_owner_id, holder, prev_expires_at, prev_client_id
       FROM granted
      WHERE prev_token IS NOT NULL AND prev_state <> 'released'
 ), acquired AS (
@@ -158,7 +159,8 @@ WITH ` + gateCTE("5") + `renewed AS (
 SELECT ` + leaseColumns + ` FROM renewed`
 
 // qRelease ends an active lease now. The row and its token stay: the token
-// remains the high-water mark for the next grant (I1).
+// remains the high-water mark for the next grant (I1). $4 is the replica
+// that forwarded the release (empty for none), kept in the audit (FM89).
 const qRelease = `
 WITH released AS (
     UPDATE leases
@@ -169,9 +171,9 @@ WITH released AS (
     RETURNING *
 ), ev AS (
     INSERT INTO lease_events (name, kind, token, owner_id, holder, producer_id,
-                              producer_epoch, expires_at, client_id)
+                              producer_epoch, expires_at, client_id, forwarded_by)
     SELECT name, 'released', fencing_token, owner_id, holder, producer_id,
-           producer_epoch, expires_at, client_id
+           producer_epoch, expires_at, client_id, NULLIF($4, '')
       FROM released
 )
 SELECT ` + leaseColumns + ` FROM released`
@@ -214,7 +216,7 @@ const qListFrom = `SELECT ` + leaseColumns + `, clock_timestamp() FROM leases
 
 // eventColumns is the column list every query returns for an Event.
 const eventColumns = `id, name, kind, token, owner_id, holder, COALESCE(producer_id, -1),
-       COALESCE(producer_epoch, -1), expires_at, at, COALESCE(client_id, '')`
+       COALESCE(producer_epoch, -1), expires_at, at, COALESCE(client_id, ''), COALESCE(forwarded_by, '')`
 
 // qEvents returns the newest events of a lease, newest first.
 const qEvents = `SELECT ` + eventColumns + `
@@ -234,15 +236,19 @@ SELECT ` + eventColumns + `, pg_snapshot_xmin(pg_current_snapshot())::text::bigi
 // xmin are all finished (gateway/watch.go, settled).
 const qSnapshot = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
 
-// qEventsRange reads the events in ids ($1, $2] of names in [$3, $4) (a
-// prefix's range, as qList), in id order, at most $5: a watch stream's
+// qEventsRange reads the events in ids ($3, $4] of the names in the
+// ranges [$1[i], $2[i]), in id order, at most $5: a watch stream's
 // catch-up, below the relay's cursor, where no id is in flight any more.
-const qEventsRange = `SELECT ` + eventColumns + ` FROM lease_events
- WHERE id > $1 AND id <= $2 AND name ~>=~ $3 AND name ~<~ $4 ORDER BY id LIMIT $5`
-
-// qEventsRangeFrom is qEventsRange for a prefix with no upper bound.
-const qEventsRangeFrom = `SELECT ` + eventColumns + ` FROM lease_events
- WHERE id > $1 AND id <= $2 AND name ~>=~ $3 ORDER BY id LIMIT $4`
+// Each range is its own scan of the (name text_pattern_ops, id) index
+// (migration 0010): the rows read are the events under the caller's
+// prefixes, not every event of the id window (FM91).
+const qEventsRange = `SELECT ` + eventColumns + `
+  FROM unnest($1::text[], $2::text[]) AS r(lo, hi)
+ CROSS JOIN LATERAL (
+       SELECT * FROM lease_events
+        WHERE name ~>=~ r.lo AND name ~<~ r.hi AND id > $3 AND id <= $4
+        ORDER BY id LIMIT $5) AS e
+ ORDER BY id LIMIT $5`
 
 // qLastEventID is the newest event id (0: none), where a relay starts,
 // and its snapshot's xmax: the events in flight then are settled once a

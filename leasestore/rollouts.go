@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -75,6 +78,10 @@ type RolloutChange struct {
 	// DirectClients names the config's clients that write Kafka
 	// themselves: the leases they hold are what enforced waits for.
 	DirectClients []string
+	// PatternOf is the deployment's route lookup (txnmap.Router.PatternOf):
+	// a lease is of the route its name is routed to, not of every pattern
+	// its name matches (FM87). Nil treats Pattern as the only route.
+	PatternOf func(name string) (string, bool)
 }
 
 // StepError says why a rollout step was refused: the current state, and
@@ -136,8 +143,8 @@ func (s *Store) SetRollout(ctx context.Context, ch RolloutChange, during func(co
 	if ch.Actor == "" {
 		return Rollout{}, &InvalidError{Field: "actor", Message: "a change of state needs who asks"}
 	}
-	if ch.Force && ch.Reason == "" {
-		return Rollout{}, &InvalidError{Field: "reason", Message: "a forced step needs a reason"}
+	if err := checkReason(ch.Reason, ch.Force); err != nil {
+		return Rollout{}, err
 	}
 	var out Rollout
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -168,6 +175,26 @@ func (s *Store) SetRollout(ctx context.Context, ch RolloutChange, during func(co
 	return out, err
 }
 
+// MaxReasonBytes bounds a rollout step's reason: the audit row keeps it
+// and every status shows it.
+const MaxReasonBytes = 1024
+
+// checkReason refuses a reason the audit cannot keep as one: longer than
+// MaxReasonBytes, or with a control character (a line break forges a
+// log line); and a forced step without a reason that says something
+// (blank is none, FM92).
+func checkReason(reason string, force bool) error {
+	switch {
+	case len(reason) > MaxReasonBytes:
+		return &InvalidError{Field: "reason", Message: fmt.Sprintf("%d bytes; at most %d", len(reason), MaxReasonBytes)}
+	case strings.IndexFunc(reason, unicode.IsControl) >= 0 || !utf8.ValidString(reason):
+		return &InvalidError{Field: "reason", Message: "must be UTF-8 text without control characters"}
+	case force && strings.TrimSpace(reason) == "":
+		return &InvalidError{Field: "reason", Message: "a forced step needs a reason"}
+	}
+	return nil
+}
+
 // lockRollout reads pattern's row FOR UPDATE, creating it (enforced,
 // version 0 in memory) when absent so there is a row to lock.
 func lockRollout(ctx context.Context, tx pgx.Tx, pattern string) (Rollout, error) {
@@ -195,7 +222,7 @@ func (s *Store) checkStep(ctx context.Context, tx pgx.Tx, cur Rollout, ch Rollou
 	if ch.To != Enforced || ch.Force {
 		return nil
 	}
-	held, err := directLeases(ctx, tx, ch.Pattern, ch.DirectClients)
+	held, err := directLeases(ctx, tx, ch.Pattern, ch.DirectClients, ch.PatternOf)
 	if err != nil {
 		return err
 	}
@@ -208,10 +235,11 @@ func (s *Store) checkStep(ctx context.Context, tx pgx.Tx, cur Rollout, ch Rollou
 	return nil
 }
 
-// DirectLeases lists the live leases matching pattern whose generation
-// was granted to one of clients (the config's direct clients).
-func (s *Store) DirectLeases(ctx context.Context, pattern string, clients []string) ([]Lease, error) {
-	out, err := directLeases(ctx, s.pool, pattern, clients)
+// DirectLeases lists the live leases of the route whose pattern is
+// pattern whose generation was granted to one of clients (the config's
+// direct clients). patternOf is as RolloutChange.PatternOf.
+func (s *Store) DirectLeases(ctx context.Context, pattern string, clients []string, patternOf func(string) (string, bool)) ([]Lease, error) {
+	out, err := directLeases(ctx, s.pool, pattern, clients, patternOf)
 	if err != nil {
 		return nil, unavailable("direct leases", err)
 	}
@@ -222,7 +250,7 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func directLeases(ctx context.Context, q querier, pattern string, clients []string) ([]Lease, error) {
+func directLeases(ctx context.Context, q querier, pattern string, clients []string, patternOf func(string) (string, bool)) ([]Lease, error) {
 	if len(clients) == 0 {
 		return nil, nil
 	}
@@ -236,11 +264,22 @@ func directLeases(ctx context.Context, q querier, pattern string, clients []stri
 	}
 	var out []Lease
 	for _, l := range all {
-		if txnmap.Match(pattern, l.Name) {
+		if routedTo(l.Name, pattern, patternOf) {
 			out = append(out, l)
 		}
 	}
 	return out, nil
+}
+
+// routedTo says whether the lease name is of the route whose pattern is
+// pattern: a lease of a more specific route listed first is that
+// route's, and does not hold back this one's enforce (FM87).
+func routedTo(name, pattern string, patternOf func(string) (string, bool)) bool {
+	if patternOf == nil {
+		return txnmap.Match(pattern, name)
+	}
+	got, ok := patternOf(name)
+	return ok && got == pattern
 }
 
 // lastExpiry is when the last of leases lapses.

@@ -3,12 +3,14 @@ package leasestore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/txnmap"
 )
 
 const rolloutPattern = "shard:*"
@@ -138,5 +140,83 @@ func TestFM21_GrantWaitsForGateChange(t *testing.T) {
 	}
 	if err := <-granted; !errors.Is(err, leasestore.ErrGated) {
 		t.Fatalf("direct acquire during the change: %v, want ErrGated", err)
+	}
+}
+
+// TestFM87_ALeaseOfAMoreSpecificRouteIsThatRoutes: with routes
+// shard:eu:* (listed first) and shard:*, a direct client's live lease
+// shard:eu:1 is a lease of shard:eu:*: it blocks that route's enforce and
+// is no direct lease of shard:*, whose step to enforced is taken. Judged
+// by glob, shard:eu:1 matched shard:* too and held its enforce back.
+func TestFM87_ALeaseOfAMoreSpecificRouteIsThatRoutes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	router, err := txnmap.NewRouter("test", []txnmap.Route{
+		{Pattern: "shard:eu:*", Topic: "eu", Partitions: 4},
+		{Pattern: rolloutPattern, Topic: "shards", Partitions: 16},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := []string{"old-binary"}
+	for _, p := range []string{"shard:eu:*", rolloutPattern} {
+		for _, st := range []leasestore.RolloutState{leasestore.Observe, leasestore.Gated} {
+			if _, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: p, To: st, Actor: "ops"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if st == leasestore.Observe && p == "shard:eu:*" {
+				if _, err := b.store.Acquire(b.ctx, "shard:eu:1", "old", time.Minute, "r", "old-binary", p); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if held, err := b.store.DirectLeases(b.ctx, rolloutPattern, direct, router.PatternOf); err != nil || len(held) != 0 {
+		t.Fatalf("direct leases of shard:*: %v, %v; want none (shard:eu:1 is shard:eu:*'s)", held, err)
+	}
+	enforce := func(p string) error {
+		_, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: p, To: leasestore.Enforced, Actor: "ops",
+			DirectClients: direct, PatternOf: router.PatternOf}, nil)
+		return err
+	}
+	if err := enforce(rolloutPattern); err != nil {
+		t.Fatalf("enforce shard:* with only shard:eu:1 held: %v, want it taken", err)
+	}
+	var step *leasestore.StepError
+	if err := enforce("shard:eu:*"); !errors.As(err, &step) || len(step.Blocking) != 1 || step.Blocking[0].Name != "shard:eu:1" {
+		t.Fatalf("enforce shard:eu:* with shard:eu:1 held: %v, want a StepError naming it", err)
+	}
+}
+
+// TestFM92_ForcedStepNeedsAReasonOfSense: a forced step with a blank
+// reason, and any step with a reason of 1 MiB or with a line break, is
+// refused as invalid and records nothing; a forced step with a reason is
+// taken. Before, only the empty reason was refused.
+func TestFM92_ForcedStepNeedsAReasonOfSense(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name, reason string
+		force        bool
+	}{
+		{"blank and forced", "   \t ", true},
+		{"1 MiB", strings.Repeat("x", 1<<20), false},
+		{"1 MiB and forced", strings.Repeat("x", 1<<20), true},
+		{"a forged log line", "ok\nlevel=INFO msg=approved", true},
+	}
+	for _, tc := range cases {
+		_, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops",
+			Reason: tc.reason, Force: tc.force}, nil)
+		var inv *leasestore.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "reason" {
+			t.Errorf("%s: %v, want an InvalidError on reason", tc.name, err)
+		}
+	}
+	if got, _ := b.store.RolloutOf(b.ctx, rolloutPattern); got.Version != 0 {
+		t.Fatalf("a refused step recorded version %d", got.Version)
+	}
+	if _, err := b.store.SetRollout(b.ctx, leasestore.RolloutChange{Pattern: rolloutPattern, To: leasestore.Enforced, Actor: "ops",
+		Reason: "indexers moved", Force: true}, nil); err != nil {
+		t.Fatalf("a forced step with a reason: %v", err)
 	}
 }

@@ -73,8 +73,12 @@ type Event struct {
 	ExpiresAt     time.Time
 	At            time.Time
 	// Client is the API client of the generation the event is about ("":
-	// not recorded, before migration 0007, or a superseded generation).
+	// not recorded, before migration 0007; a superseded event names the
+	// superseded generation's client since migration 0009).
 	Client string
+	// ForwardedBy names the replica that forwarded the request that made
+	// the event ("": served where it arrived; FM89).
+	ForwardedBy string
 }
 
 // Defaults of Config, also the defaults of `fencegate serve --min-ttl` and

@@ -32,7 +32,7 @@ import (
 type Store interface {
 	SetRollout(ctx context.Context, ch leasestore.RolloutChange, during func(context.Context, leasestore.Rollout) error) (leasestore.Rollout, error)
 	RolloutOf(ctx context.Context, pattern string) (leasestore.Rollout, error)
-	DirectLeases(ctx context.Context, pattern string, clients []string) ([]leasestore.Lease, error)
+	DirectLeases(ctx context.Context, pattern string, clients []string, patternOf func(string) (string, bool)) ([]leasestore.Lease, error)
 }
 
 // Rollouts takes rollout steps for one deployment.
@@ -64,7 +64,7 @@ func (r *Rollouts) Step(ctx context.Context, ch leasestore.RolloutChange) (lease
 	if err != nil {
 		return leasestore.Rollout{}, err
 	}
-	ch.DirectClients = r.DirectClients
+	ch.DirectClients, ch.PatternOf = r.DirectClients, r.Router.PatternOf
 	wrote := false
 	out, err := r.Store.SetRollout(ctx, ch, func(ctx context.Context, st leasestore.Rollout) error {
 		wrote = true

@@ -64,7 +64,7 @@ func (r *Rollouts) status(ctx context.Context, rt txnmap.Route) (Status, error) 
 	if ro.Version > 0 {
 		st.ChangedAt = &ro.ChangedAt
 	}
-	held, err := r.Store.DirectLeases(ctx, rt.Pattern, r.DirectClients)
+	held, err := r.Store.DirectLeases(ctx, rt.Pattern, r.DirectClients, r.Router.PatternOf)
 	if err != nil {
 		return Status{}, err
 	}
@@ -93,14 +93,16 @@ func (c ACLChange) String() string {
 		" (client " + c.Client + ")"
 }
 
-// ACLPlan lists the ACLs to remove once pattern is enforced: Write on its
-// topic for every direct client allowed on the pattern that names its
-// kafka_principal. A direct client without one is listed with an empty
-// principal: its Kafka identity is the operator's to find.
-func ACLPlan(clients []fileconfig.Client, route txnmap.Route) []ACLChange {
+// ACLPlan lists the ACLs to remove once route is enforced: Write on its
+// topic for every direct client that can acquire any lease of the route
+// (txnmap.Router.Reaches: an allow pattern that reaches only part of the
+// route counts, FM87). A direct client without a kafka_principal is
+// listed with an empty principal: its Kafka identity is the operator's
+// to find.
+func (r *Rollouts) ACLPlan(clients []fileconfig.Client, route txnmap.Route) []ACLChange {
 	var out []ACLChange
 	for _, c := range clients {
-		if !c.IsDirect() || !allowsAny(c.Allow, route.Pattern) {
+		if !c.IsDirect() || !r.reachesAny(c.Allow, route.Pattern) {
 			continue
 		}
 		out = append(out, ACLChange{Client: c.Name, Principal: c.KafkaPrincipal, Topic: route.Topic, Operation: "Write"})
@@ -108,12 +110,11 @@ func ACLPlan(clients []fileconfig.Client, route txnmap.Route) []ACLChange {
 	return out
 }
 
-// allowsAny says whether a client's allow patterns may reach leases of
-// pattern: one of them matches its literal prefix, or is pattern itself.
-func allowsAny(allow []string, pattern string) bool {
-	prefix := txnmap.LiteralPrefix(pattern)
+// reachesAny says whether one of a client's allow patterns reaches a
+// lease of the route whose pattern is pattern.
+func (r *Rollouts) reachesAny(allow []string, pattern string) bool {
 	for _, a := range allow {
-		if a == pattern || a == "*" || txnmap.Match(a, prefix) || txnmap.Match(a, pattern) {
+		if r.Router.Reaches(a, pattern) {
 			return true
 		}
 	}

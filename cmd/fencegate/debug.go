@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +19,22 @@ func debugMux() *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// checkDebugListen refuses a debug address that is not loopback: pprof
+// has no authentication and shows the process's memory profile, its
+// goroutines' stacks and its command line to whoever reaches it (FM92).
+// An empty host listens on every interface.
+func checkDebugListen(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--debug-listen %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("--debug-listen %q is not a loopback address: pprof answers anyone who reaches it, without a credential; "+
+		"listen on 127.0.0.1:PORT and reach it through ssh -L or kubectl port-forward", addr)
 }
 
 // serveDebug serves the profiles on addr until the returned stop is

@@ -621,10 +621,11 @@ func TestDeployConfigFiles(t *testing.T) {
 	}
 	for _, list := range readK8s(t) {
 		for _, o := range list {
-			if o.Kind != "Secret" {
+			cfg, ok := o.StringData["fencegate.yaml"]
+			if o.Kind != "Secret" || !ok { // a TLS Secret holds no config
 				continue
 			}
-			if _, _, _, err := parseGatewayConfig([]byte(o.StringData["fencegate.yaml"])); err != nil {
+			if _, _, _, err := parseGatewayConfig([]byte(cfg)); err != nil {
 				t.Errorf("k8s Secret %s fencegate.yaml: %v", o.Metadata.Name, err)
 			}
 		}
@@ -879,5 +880,41 @@ func TestDeployK8sMigratesFirstAndForwards(t *testing.T) {
 	}
 	if gateways < 2 {
 		t.Errorf("%d gateways in the chart's renderings, want one in each", gateways)
+	}
+}
+
+// TestFM93_HelmForwardsOnlyOverTLS: in every rendering of the Helm chart
+// (its defaults included), a gateway that forwards under the replicas'
+// credential serves HTTPS, or a NetworkPolicy of the rendering keeps the
+// port to the replicas and the workers; and it names the headless Service
+// as the fleet (FENCEGATE_REPLICA_HOSTS, FM88). The defaults forwarded
+// the credential in clear, with no NetworkPolicy.
+func TestFM93_HelmForwardsOnlyOverTLS(t *testing.T) {
+	for file, list := range readK8s(t) {
+		configMaps := k8sConfigMaps(list)
+		policy := false
+		for _, o := range list {
+			policy = policy || o.Kind == "NetworkPolicy"
+		}
+		for _, o := range list {
+			if o.Kind != "Deployment" {
+				continue
+			}
+			for _, c := range o.Spec.Template.Spec.Containers {
+				if len(c.Args) == 0 || c.Args[0] != "serve" {
+					continue
+				}
+				env := k8sEnv(t, file, c, configMaps)
+				if env["FENCEGATE_REPLICA_CREDENTIAL_FILE"] == "" {
+					continue
+				}
+				if env["FENCEGATE_TLS_CERT"] == "" && !policy {
+					t.Errorf("%s: Deployment/%s forwards the replica credential over plain HTTP with no NetworkPolicy", file, o.Metadata.Name)
+				}
+				if !strings.Contains(env["FENCEGATE_REPLICA_HOSTS"], ".svc:") {
+					t.Errorf("%s: Deployment/%s: FENCEGATE_REPLICA_HOSTS %q does not name the headless Service", file, o.Metadata.Name, env["FENCEGATE_REPLICA_HOSTS"])
+				}
+			}
+		}
 	}
 }

@@ -125,6 +125,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // own replica name (the default one gets the listen port), dev's broker
 // (f.brokers) and database, nothing reset.
 func joinDev(ctx context.Context, f serveFlags, log *slog.Logger) error {
+	if err := requireDevDatabase(ctx, f.databaseURL); err != nil {
+		return err
+	}
 	if _, port, err := net.SplitHostPort(f.listen); err == nil && f.replica == defaultReplica() {
 		f.replica += "-" + port
 	}

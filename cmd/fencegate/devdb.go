@@ -62,6 +62,27 @@ func ensureDevDatabase(ctx context.Context, url string, log *slog.Logger) (strin
 	return name, nil
 }
 
+// requireDevDatabase refuses a database `fencegate dev` did not create
+// (FM93): `dev --join` serves it with the public development token and
+// replica credential, so on any other database anyone who has read the
+// README could take and write its leases. It creates nothing.
+func requireDevDatabase(ctx context.Context, url string) error {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	mark, err := readDevMark(ctx, cfg.ConnConfig)
+	if err != nil {
+		return fmt.Errorf("dev --join: database %q: %w (start `fencegate dev` first)", cfg.ConnConfig.Database, err)
+	}
+	if mark != devDatabaseMark {
+		return fmt.Errorf("dev --join: database %q: %w; --join serves only the database of a running `fencegate dev`, "+
+			"on the public development credentials: serve a database of your own with `fencegate serve` and credentials of your own",
+			cfg.ConnConfig.Database, errNotDevDatabase)
+	}
+	return nil
+}
+
 func readDevMark(ctx context.Context, cc *pgx.ConnConfig) (string, error) {
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {

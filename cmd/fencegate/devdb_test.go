@@ -162,3 +162,21 @@ func newDevDatabaseURL(t *testing.T) string {
 	})
 	return u.String()
 }
+
+// TestFM93_DevJoinServesOnlyDevsDatabase: `fencegate dev --join` with
+// --database-url naming a database dev did not create (a migrated one,
+// as a deployment's) refuses to start: it would serve that database's
+// leases to the public development token and replica credential. Before,
+// it served it.
+func TestFM93_DevJoinServesOnlyDevsDatabase(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	code := run(ctx, []string{"dev", "--join", "--database-url", db.URL, "--config", "../../deploy/dev/fencegate.yaml",
+		"--listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:1"}, &bytes.Buffer{}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "not created by `fencegate dev`") {
+		t.Fatalf("dev --join on a database dev did not create: exit %d:\n%s", code, stderr.String())
+	}
+}

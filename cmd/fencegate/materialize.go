@@ -129,6 +129,9 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		if err != nil {
 			return err
 		}
+		if err := checkSinkTopics(router.Routes(), ts.Topics); err != nil {
+			return err
+		}
 		g.Go(func() error { return ts.Run(gctx) })
 	}
 	g.Go(func() error {

@@ -62,6 +62,12 @@ type serveFlags struct {
 	// replica forwards requests to the holder and accepts forwarded ones
 	// (gateway.Forwarding). replicaCAFile verifies other replicas' HTTPS.
 	replicaCredFile, replicaCAFile string
+	// replicaHosts are the host[:port] globs of the fleet's advertise URLs
+	// (gateway.Forwarding.Fleet, comma-separated).
+	replicaHosts string
+	// replicaClientCert and replicaClientKey are presented when
+	// forwarding to a replica that requires mutual TLS.
+	replicaClientCert, replicaClientKey string
 	// replicaCred is the credential itself (dev's built-in one).
 	replicaCred string
 	// allowUnsafe names the broker settings that break the fence the
@@ -96,6 +102,9 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.StringVar(&f.ledgerURL, "ledger-database-url", "", "Postgres URL of the ledger, the --database-url of materialize, read by GET /v1/leases/{name}/checkpoint (empty: --database-url)")
 		fs.StringVar(&f.replicaCredFile, "replica-credential-file", "", "file holding the secret all replicas share (at least 32 bytes: openssl rand -hex 32): with it this replica forwards produce, renew and release to the lease's holder and accepts requests other replicas forward; without it, 421 with holder_url")
 		fs.StringVar(&f.replicaCAFile, "replica-ca-file", "", "PEM CAs verifying other replicas' https:// advertise URLs when forwarding (default: the system roots)")
+		fs.StringVar(&f.replicaHosts, "replica-hosts", "", "comma-separated host[:port] globs of the fleet's advertise URLs: the replica credential is sent only to a holder registered under one of them, and only over https:// when this replica advertises https:// (default: the host of --advertise-url, any port)")
+		fs.StringVar(&f.replicaClientCert, "replica-client-cert", "", "PEM client certificate presented when forwarding to replicas that require mutual TLS (default with --tls-client-ca: --tls-cert; it needs the clientAuth extended key usage)")
+		fs.StringVar(&f.replicaClientKey, "replica-client-key", "", "PEM key of --replica-client-cert (default with --tls-client-ca: --tls-key)")
 		fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long batches in flight may take to finish before sessions end anyway (readiness turns 503 at once)")
 		d := gateway.DefaultServerConfig()
 		fs.StringVar(&f.http.TLSCertFile, "tls-cert", "", "PEM certificate of the HTTPS listener (re-read when the file changes)")
@@ -154,6 +163,11 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 	if f.http.MaxBodyBytesInFlight < int64(f.limits.MaxRequestBytes) {
 		return usagef("--max-body-bytes-in-flight %d is below --max-request-bytes %d: a largest body would never be admitted",
 			f.http.MaxBodyBytesInFlight, f.limits.MaxRequestBytes)
+	}
+	if f.debugListen != "" {
+		if err := checkDebugListen(f.debugListen); err != nil {
+			return usagef("%v", err)
+		}
 	}
 	raw, err := f.readConfig()
 	if err != nil {
@@ -282,7 +296,12 @@ func (f *serveFlags) forwarding(srv *gateway.Server, log *slog.Logger) error {
 	if err != nil || cred == nil {
 		return err
 	}
-	fw := gateway.Forwarding{Credential: cred}
+	fw := gateway.Forwarding{Credential: cred, Fleet: splitList(f.replicaHosts),
+		ClientCertFile: f.replicaClientCert, ClientKeyFile: f.replicaClientKey}
+	if fw.ClientCertFile == "" && fw.ClientKeyFile == "" && f.http.TLSClientCAFile != "" {
+		// The fleet requires mutual TLS of every client, forwarders included.
+		fw.ClientCertFile, fw.ClientKeyFile = f.http.TLSCertFile, f.http.TLSKeyFile
+	}
 	if f.replicaCAFile != "" {
 		pem, err := os.ReadFile(f.replicaCAFile)
 		if err != nil {
@@ -485,9 +504,26 @@ func parseGatewayConfig(raw []byte) (fileconfig.File, *txnmap.Router, *gateway.A
 	if err != nil {
 		return fc, nil, nil, err
 	}
+	// A config with nothing in it is a wrong file, not a gateway that
+	// refuses everything (FM92).
+	if len(fc.Routes) == 0 || len(fc.Clients) == 0 {
+		return fc, nil, nil, fmt.Errorf("config: %d routes and %d clients: a gateway needs at least one of each (is this the routes and clients file?)",
+			len(fc.Routes), len(fc.Clients))
+	}
 	auth, err := gateway.NewAuthenticator(fc.Clients)
 	if err != nil {
 		return fc, nil, nil, fmt.Errorf("config: %w", err)
 	}
 	return fc, router, auth, nil
+}
+
+// splitList reads a comma-separated flag: its non-empty items, trimmed.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -178,7 +178,8 @@ func status(t *testing.T, url string) map[string]int64 {
 func TestServeRefusesWrongCA(t *testing.T) {
 	k := kafkatest.StartTLS(t, kafkatest.NewCA(t, "brokers"), kafkatest.TLSOptions{}, "shard-output", 16)
 	cfg := filepath.Join(t.TempDir(), "fencegate.yaml")
-	if err := os.WriteFile(cfg, []byte("routes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 16}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("routes:\n  - {pattern: \"shard:*\", topic: shard-output, partitions: 16}\n"+
+		"clients:\n  - {name: ops, token_sha256: "+gateway.HashToken("ops-token")+", allow: [\"*\"]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	wrong := kafkatest.NewCA(t, "someone-else").CertFile

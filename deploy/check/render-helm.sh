@@ -69,7 +69,11 @@ check() {
     --set networkPolicy.enabled=true >/dev/null 2>&1; then
     log "FAIL: a NetworkPolicy without Postgres and Kafka destinations rendered"; return 1
   fi
-  log "helm $HELM_VERSION lint clean (defaults, full values); $(renderings | wc -l) renderings equal helm template; ServiceMonitor only with its API or forced; NetworkPolicy refuses to render without destinations"
+  if helm template fencegate "$chart" -n fencegate --kube-version "$KUBE_VERSION" \
+    --set tls.enabled=false >/dev/null 2>&1; then
+    log "FAIL: forwarding without TLS (the replica credential in clear) rendered"; return 1
+  fi
+  log "helm $HELM_VERSION lint clean (defaults, full values); $(renderings | wc -l) renderings equal helm template; ServiceMonitor only with its API or forced; NetworkPolicy refuses to render without destinations; forwarding refuses to render in clear"
 }
 
 case "${1:-}" in
