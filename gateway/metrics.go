@@ -76,6 +76,7 @@ type metrics struct {
 	bumps     metric.Int64Counter
 	fenced    metric.Int64Counter
 	fatal     metric.Int64Counter
+	denied    metric.Int64Counter
 	batches   metric.Int64Counter
 	records   metric.Int64Counter
 	commit    metric.Float64Histogram
@@ -118,6 +119,11 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 	try(func() (e error) {
 		x.fatal, e = m.Int64Counter("fencegate.producers.fatal", metric.WithUnit("{producer}"),
 			metric.WithDescription("Producers ended by a fatal error that is not a fence (authorisation, idempotence): the generation ended, the lease may still be the worker's."))
+		return
+	})
+	try(func() (e error) {
+		x.denied, e = m.Int64Counter("fencegate.kafka.denied", metric.WithUnit("{handover}"),
+			metric.WithDescription("Handovers refused by the cluster's authorizer: the gateway's principal lacks an ACL docs/security.md lists (FM106)."))
 		return
 	})
 	try(func() (e error) {
@@ -188,6 +194,7 @@ func (x *metrics) zero() {
 	x.bumps.Add(ctx, 0)
 	x.fenced.Add(ctx, 0)
 	x.fatal.Add(ctx, 0)
+	x.denied.Add(ctx, 0)
 	x.parks.Add(ctx, 0)
 	x.resumes.Add(ctx, 0)
 }

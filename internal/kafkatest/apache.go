@@ -34,6 +34,9 @@ type Apache struct {
 	port   int
 	mode   string // "single" or "cluster"
 	config string
+	// secure: kafka.sh's secured broker (FENCEGATE_KAFKA_SECURE=1).
+	secure   bool
+	extraEnv []string
 }
 
 // ApacheOptions configure StartApache.
@@ -43,6 +46,13 @@ type ApacheOptions struct {
 	// Config lines (key=value) written last into every node's
 	// server.properties, so they win over kafka.sh's.
 	Config []string
+	// Secure starts kafka.sh's secured single broker (SASL_SSL with
+	// SCRAM-SHA-512, an mTLS listener, the StandardAuthorizer denying
+	// what no ACL grants): Conn is then the admin super user's.
+	Secure bool
+	// Env is more of kafka.sh's settings (NAME=value), such as
+	// FENCEGATE_KAFKA_OAUTH_JWKS_URL.
+	Env []string
 }
 
 // Script returns the path of deploy/dev/kafka.sh, found by walking up
@@ -75,41 +85,63 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 		// is about that cluster.
 		t.Skip("starts an Apache Kafka of its own: runs without " + EnvBrokers)
 	}
-	a := &Apache{t: t, mode: "single", config: strings.Join(o.Config, "\n")}
-	if o.Nodes == 3 {
-		a.mode = "cluster"
-	}
-	dir, err := os.MkdirTemp("", "fencegate-kafka-test-")
+	a, err := newApache(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.dir = dir
+	a.t = t
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the test's Apache Kafka, last lines of node 1's log:\n%s", a.LogTail(1, 20))
 		}
-		a.run("stop")
-		_ = os.RemoveAll(dir)
+		a.close()
 	})
+	if err := a.launch(topic, partitions); err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	return a
+}
+
+func newApache(o ApacheOptions) (*Apache, error) {
+	a := &Apache{mode: "single", config: strings.Join(o.Config, "\n"), secure: o.Secure, extraEnv: o.Env}
+	if o.Nodes == 3 {
+		a.mode = "cluster"
+	}
+	dir, err := os.MkdirTemp("", "fencegate-kafka-test-")
+	a.dir = dir
+	return a, err
+}
+
+// close stops the nodes and removes their directory.
+func (a *Apache) close() {
+	_ = a.run("stop")
+	_ = os.RemoveAll(a.dir)
+}
+
+// launch starts the nodes on free ports and makes topic.
+func (a *Apache) launch(topic string, partitions int32) error {
 	var last error
 	for range 3 {
-		a.port = freeBase(a.mode)
+		a.port = freeBase(a.mode, a.secure)
 		if last = a.run(a.startVerb()); last == nil {
 			break
 		}
 		if !strings.Contains(last.Error(), "is taken by another process") {
-			t.Fatalf("kafkatest: %v", last)
+			return last
 		}
 	}
 	if last != nil {
-		t.Fatalf("kafkatest: %v", last)
+		return last
 	}
 	brokers := a.url()
 	a.Cluster = &Cluster{Brokers: brokers, Conn: kafkaconn.Config{Brokers: brokers}, Topic: topic}
-	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
-		t.Fatalf("kafkatest: %v\n%s", err, a.LogTail(1, 30))
+	if a.secure {
+		a.Conn = a.SCRAM("admin")
 	}
-	return a
+	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
+		return fmt.Errorf("%v\n%s", err, a.LogTail(1, 30))
+	}
+	return nil
 }
 
 func (a *Apache) startVerb() string {
@@ -212,14 +244,15 @@ func (a *Apache) url() string {
 }
 
 func (a *Apache) env() []string {
-	return append(os.Environ(),
+	return append(append(os.Environ(),
 		"FENCEGATE_KAFKA_PORT="+strconv.Itoa(a.port),
 		"FENCEGATE_KAFKA_DIR="+a.dir,
 		"FENCEGATE_KAFKA_MODE="+a.mode,
 		"FENCEGATE_KAFKA_HEAP=384m",
 		"FENCEGATE_KAFKA_CONFIG="+a.config,
 		"FENCEGATE_KAFKA_WATCH_PID="+strconv.Itoa(os.Getpid()),
-	)
+		"FENCEGATE_KAFKA_SECURE="+map[bool]string{true: "1", false: "0"}[a.secure],
+	), a.extraEnv...)
 }
 
 func (a *Apache) run(verb string) error {
@@ -244,8 +277,11 @@ func (a *Apache) output(verb string) (string, error) {
 
 // freeBase picks a base port whose broker and controller ports (those
 // kafka.sh derives for mode) are free now.
-func freeBase(mode string) int {
+func freeBase(mode string, secure bool) int {
 	offsets := []int{0, 1}
+	if secure {
+		offsets = append(offsets, 2)
+	}
 	if mode == "cluster" {
 		offsets = []int{100, 101, 102, 200, 201, 202}
 	}
