@@ -4,20 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/txnmap"
 )
 
 // ErrKafkaDenied marks a request the cluster's authorizer refused to the
 // gateway's principal: an ACL that docs/security.md lists is missing
-// (FM106). It is a kind of ErrKafkaUnavailable: the worker gets 503
-// kafka_unavailable, never fenced, and nothing about its lease changed
-// that an operator's grant does not mend.
-var ErrKafkaDenied = fmt.Errorf("%w: the gateway's Kafka principal was refused", ErrKafkaUnavailable)
+// (FM106). A handover it ends is answered 503 kafka_unavailable
+// (explainHandover), never fenced: the grant of an operator mends it.
+var ErrKafkaDenied = errors.New("the gateway's Kafka principal was refused")
 
 // denied returns an ErrKafkaDenied naming the grant that is missing for
 // topic or transactional id txnID (under prefix), or nil when the authorizer allows
@@ -114,23 +117,44 @@ func librdkafkaDenied(err error) (kafka.ErrorCode, bool) {
 	return 0, false
 }
 
-// explainDenied turns a failed handover whose cause is a missing ACL into
-// ErrKafkaDenied naming the grant (and counts it); other errors pass
-// unchanged. librdkafka reports a topic refused inside a transaction only
-// as a purged message, so the cluster is asked.
-func (g *Gateway) explainDenied(ctx context.Context, place txnmap.Placement, err error) error {
+// explainHandover names the cause of a failed handover that the cluster
+// refused to the gateway's principal, and counts it
+// (fencegate.kafka.refused): a login refused or a token not given
+// (kafkaconn.ErrHandshake, kafkaconn.ErrTokenEndpoint), or a missing ACL
+// (ErrKafkaDenied). librdkafka reports these only as a transport failure
+// or a purged message, so the cluster is asked again. Other errors pass
+// unchanged.
+func (g *Gateway) explainHandover(place txnmap.Placement, err error) error {
 	var e *Error
 	if err == nil || errors.As(err, &e) && e.Code != CodeKafkaUnavailable {
 		return err
 	}
-	prefix := txnmap.IDPrefix(g.router.Prefix())
-	why := g.insp.denied(ctx, place.Topic, place.TransactionalID, prefix)
-	if code, ok := librdkafkaDenied(err); ok && code == kafka.ErrTransactionalIDAuthorizationFailed {
-		why = txnDeniedError(prefix)
+	// The handover's own budget may be spent: the question has its own.
+	ctx, cancel := context.WithTimeout(context.Background(), explainTimeout)
+	defer cancel()
+	reason, why := "login", g.insp.login(ctx)
+	if !errors.Is(why, kafkaconn.ErrHandshake) && !errors.Is(why, kafkaconn.ErrTokenEndpoint) {
+		reason, why = "acl", g.insp.denied(ctx, place.Topic, place.TransactionalID, txnmap.IDPrefix(g.router.Prefix()))
+		if code, ok := librdkafkaDenied(err); ok && code == kafka.ErrTransactionalIDAuthorizationFailed {
+			why = txnDeniedError(txnmap.IDPrefix(g.router.Prefix()))
+		}
 	}
 	if why == nil {
 		return err
 	}
-	g.met.denied.Add(context.Background(), 1)
-	return fmt.Errorf("%w (the handover failed: %v)", why, err)
+	g.met.refused.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+	return fmt.Errorf("%w: %w (the handover failed: %v)", ErrKafkaUnavailable, why, err)
+}
+
+// explainTimeout bounds explainHandover's questions to the cluster.
+const explainTimeout = 5 * time.Second
+
+// refusedReasons are the reason attribute's values of fencegate.kafka.refused.
+var refusedReasons = []string{"login", "acl"}
+
+// login asks the cluster for metadata, naming a refused TLS or SASL
+// handshake or a token the identity provider did not give.
+func (in *inspector) login(ctx context.Context) error {
+	_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, in.cl)
+	return in.auth.Explain(in.conn, err)
 }

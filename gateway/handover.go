@@ -210,7 +210,7 @@ func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Pl
 	}
 	if err != nil {
 		prod.close()
-		return nil, g.explainDenied(ctx, place, err)
+		return nil, g.explainHandover(place, err)
 	}
 	return s, nil
 }

@@ -76,7 +76,7 @@ type metrics struct {
 	bumps     metric.Int64Counter
 	fenced    metric.Int64Counter
 	fatal     metric.Int64Counter
-	denied    metric.Int64Counter
+	refused   metric.Int64Counter
 	batches   metric.Int64Counter
 	records   metric.Int64Counter
 	commit    metric.Float64Histogram
@@ -122,8 +122,8 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 		return
 	})
 	try(func() (e error) {
-		x.denied, e = m.Int64Counter("fencegate.kafka.denied", metric.WithUnit("{handover}"),
-			metric.WithDescription("Handovers refused by the cluster's authorizer: the gateway's principal lacks an ACL docs/security.md lists (FM106)."))
+		x.refused, e = m.Int64Counter("fencegate.kafka.refused", metric.WithUnit("{handover}"),
+			metric.WithDescription("Handovers the cluster refused to the gateway's principal, by reason: login (TLS, SASL or the OAUTHBEARER token endpoint) or acl (an ACL docs/security.md lists is missing; FM106, FM108)."))
 		return
 	})
 	try(func() (e error) {
@@ -194,7 +194,9 @@ func (x *metrics) zero() {
 	x.bumps.Add(ctx, 0)
 	x.fenced.Add(ctx, 0)
 	x.fatal.Add(ctx, 0)
-	x.denied.Add(ctx, 0)
+	for _, r := range refusedReasons {
+		x.refused.Add(ctx, 0, metric.WithAttributes(attribute.String("reason", r)))
+	}
 	x.parks.Add(ctx, 0)
 	x.resumes.Add(ctx, 0)
 }

@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,7 +159,7 @@ func directProduceFails(t *testing.T, conn kafkaconn.Config, topic string, parti
 // lists, and without either of them it says which grant is missing:
 // readiness is false naming it, the acquire answers 503 kafka_unavailable
 // naming it (never fenced, within the handover budget), and
-// fencegate_kafka_denied_total counts the refused handover. The ACLs the
+// fencegate_kafka_refused_total{reason="acl"} counts the refused handover. The ACLs the
 // docs call implied or unneeded (Describe on the topic and on the
 // transactional ids, IdempotentWrite on the cluster) are not granted in
 // the first subtest, which works.
@@ -192,8 +194,8 @@ func TestFM106_GatewayWithoutAnACLIsNamed(t *testing.T) {
 				!strings.Contains(string(rep.raw), want) {
 				t.Fatalf("acquire without %s: %d %s, want 503 kafka_unavailable naming the grant", grants[i], rep.status, rep.raw)
 			}
-			if n, _ := scrapeMetrics(t, r.metricsURL).value("fencegate_kafka_denied_total", nil); n != 1 {
-				t.Fatalf("fencegate_kafka_denied_total = %v, want 1", n)
+			if n, _ := scrapeMetrics(t, r.metricsURL).value("fencegate_kafka_refused_total", map[string]string{"reason": "acl"}); n != 1 {
+				t.Fatalf("fencegate_kafka_refused_total{reason=acl} = %v, want 1", n)
 			}
 		})
 	}
@@ -203,4 +205,122 @@ func ready(r *replica) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return r.g.Ready(ctx)
+}
+
+// TestFM108_OAuthBearerTokensRefreshUnderLoad: the gateway logs in to the
+// secured Apache Kafka broker with OAUTHBEARER, OIDC client credentials
+// against the test's issuer, whose tokens live 20 s; the broker validates
+// them against the issuer's JWKS and makes every connection log in again
+// within 10 s (connections.max.reauth.ms). A generation producing batches
+// back to back for longer than two token lifetimes loses none: every
+// batch commits, and the issuer was asked for new tokens meanwhile.
+func TestFM108_OAuthBearerTokensRefreshUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 45 s")
+	}
+	s := kafkatest.SharedSecure(t)
+	const id, life = "gateway-app", 20 * time.Second
+	s.Issuer.Register(id, kafkatest.IssuerClient{Secret: "gateway-app-secret", Subject: kafkatest.PrincipalGateway, Lifetime: life})
+	b := secureBundle(t, s, s.OAuth(s.Issuer.TokenURL(), id, "gateway-app-secret"), true)
+	r := b.newReplica(func(c *gateway.Config) { c.Kafka.Config = b.kafka.Conn })
+	if err := ready(r); err != nil {
+		t.Fatalf("readiness over OAUTHBEARER: %v", err)
+	}
+	token := r.mustAcquire(t, "shard:16", "w1", time.Minute)
+	issued := s.Issuer.Issued(id)
+	end := time.Now().Add(2*life + 5*time.Second)
+	n := 0
+	for ; time.Now().Before(end); n++ {
+		rep := r.produce(t, "shard:16", "w1", token, "b"+strconv.Itoa(n), 10)
+		if rep.status != http.StatusOK {
+			t.Fatalf("batch %d after %v of tokens living %v: %d %s", n, time.Until(end)+2*life+5*time.Second, life, rep.status, rep.raw)
+		}
+		if n%50 == 0 {
+			if err := ready(r); err != nil {
+				t.Fatalf("readiness during the run: %v", err)
+			}
+		}
+	}
+	t.Logf("%d batches committed over %v; tokens issued to %s: %d at the first batch, %d at the end",
+		n, 2*life+5*time.Second, id, issued, s.Issuer.Issued(id))
+	if s.Issuer.Issued(id) < issued+2 {
+		t.Fatalf("the issuer gave %d tokens during the run, want at least 2 (one refresh per client)", s.Issuer.Issued(id)-issued)
+	}
+}
+
+// TestFM108_OAuthBearerFailuresAreNamed: an issuer that is down, and a
+// token the broker rejects (signed by a key its JWKS does not hold), give
+// the gateway the errors of any refused login: readiness false naming the
+// token endpoint or the refused OAUTHBEARER login, an acquire answered
+// 503 kafka_unavailable naming it too, within the handover budget, never
+// fenced, and fencegate_kafka_refused_total{reason="login"} counting it.
+func TestFM108_OAuthBearerFailuresAreNamed(t *testing.T) {
+	s := kafkatest.SharedSecure(t)
+	s.Issuer.Register("gateway-rogue", kafkatest.IssuerClient{Secret: "rogue-secret", Subject: kafkatest.PrincipalGateway, Rogue: true})
+	for _, tc := range []struct {
+		name, tokenURL, id, secret, want string
+	}{
+		{"issuer down", closedURL(t) + "/token", "gateway-app", "gateway-app-secret", "token endpoint"},
+		{"token rejected by the broker", s.Issuer.TokenURL(), "gateway-rogue", "rogue-secret", "SASL OAUTHBEARER"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := secureBundle(t, s, s.OAuth(tc.tokenURL, tc.id, tc.secret), true)
+			mod, serve := withMetrics(t)
+			r := b.newReplica(func(c *gateway.Config) { c.Kafka.Config = b.kafka.Conn; mod(c) })
+			serve(r)
+			if err := ready(r); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("readiness: %v, want it to name %q", err, tc.want)
+			}
+			start := time.Now()
+			rep := r.acquire(t, "shard:16", "w1", 30*time.Second)
+			t.Logf("acquire after %v: %d %s", time.Since(start).Round(time.Millisecond), rep.status, rep.raw)
+			if rep.status != http.StatusServiceUnavailable || rep.code() != string(gateway.CodeKafkaUnavailable) ||
+				!strings.Contains(string(rep.raw), tc.want) {
+				t.Fatalf("acquire: %d %s, want 503 kafka_unavailable naming %q", rep.status, rep.raw, tc.want)
+			}
+			if n, _ := scrapeMetrics(t, r.metricsURL).value("fencegate_kafka_refused_total", map[string]string{"reason": "login"}); n != 1 {
+				t.Fatalf("fencegate_kafka_refused_total{reason=login} = %v, want 1", n)
+			}
+		})
+	}
+}
+
+// closedURL is the URL of a loopback port nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}
+
+// TestFM109_GatewayOverMTLSPrincipalFromCertificate: on the secured
+// broker's mTLS listener the principal is the client certificate's CN.
+// The gateway with its certificate (CN=gateway) and the listed grants
+// acquires and produces; the same gateway before the grants is not
+// ready and its acquire is refused naming the missing grant, which shows
+// the broker took the principal from the certificate (the worker's
+// certificate is refused in TestFM105_DirectWorkerRefusedByApacheKafka).
+func TestFM109_GatewayOverMTLSPrincipalFromCertificate(t *testing.T) {
+	s := kafkatest.SharedSecure(t)
+	b := secureBundle(t, s, s.MTLS(kafkatest.PrincipalGateway), false)
+	r := b.newReplica(func(c *gateway.Config) { c.Kafka.Config = b.kafka.Conn })
+	if err := ready(r); err == nil || !strings.Contains(err.Error(), "grant it Write on Topic") {
+		t.Fatalf("readiness over mTLS before the grants: %v, want the topic's grant named", err)
+	}
+	if rep := r.acquire(t, "shard:16", "w1", 30*time.Second); rep.status != http.StatusServiceUnavailable ||
+		!strings.Contains(string(rep.raw), "grant it Write on Topic") {
+		t.Fatalf("acquire over mTLS before the grants: %d %s", rep.status, rep.raw)
+	}
+	s.Grant(t, b.gatewayGrants()...)
+	if err := ready(r); err != nil {
+		t.Fatalf("readiness over mTLS with the grants: %v", err)
+	}
+	token := r.mustAcquire(t, "shard:17", "w1", time.Minute)
+	if rep := r.produce(t, "shard:17", "w1", token, "b1", 2); rep.status != http.StatusOK {
+		t.Fatalf("produce over mTLS: %d %s", rep.status, rep.raw)
+	}
 }
