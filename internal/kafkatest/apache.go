@@ -107,7 +107,14 @@ func newApache(o ApacheOptions) (*Apache, error) {
 	if o.Nodes == 3 {
 		a.mode = "cluster"
 	}
-	dir, err := os.MkdirTemp("", "fencegate-kafka-test-")
+	pattern := "fencegate-kafka-test-"
+	if o.Secure {
+		// a shared secured broker outlives every test's cleanup: its
+		// directory names its binary, so the next one removes it
+		// (removeStale).
+		pattern = sharedDirPrefix + strconv.Itoa(os.Getpid()) + "-"
+	}
+	dir, err := os.MkdirTemp("", pattern)
 	a.dir = dir
 	return a, err
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,7 +101,35 @@ func SharedSecure(t testing.TB) *Secure {
 	return shared.s
 }
 
+// sharedDirPrefix starts the directory of a secured broker, followed by
+// the pid of its test binary.
+const sharedDirPrefix = "fencegate-kafka-secure-"
+
+// removeStale removes the directories of secured brokers whose test
+// binary and broker have both ended (kafka.sh's watcher stops the broker;
+// nothing removes its directory).
+func removeStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), sharedDirPrefix+"*"))
+	for _, d := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), sharedDirPrefix), "-")
+		if alive(pid) {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(d, "single", "kafka.pid"))
+		if alive(strings.TrimSpace(string(b))) {
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
+}
+
+func alive(pid string) bool {
+	n, err := strconv.Atoi(pid)
+	return err == nil && n > 0 && syscall.Kill(n, 0) == nil
+}
+
 func startSecure() (*Secure, error) {
+	removeStale()
 	iss, err := NewIssuer()
 	if err != nil {
 		return nil, err
