@@ -337,7 +337,10 @@ func (g *Gateway) Ready(ctx context.Context) error {
 	if err := g.store.Ping(ctx); err != nil {
 		return err
 	}
-	return g.insp.ping(ctx, g.router.Routes())
+	if err := g.insp.ping(ctx, g.router.Routes()); err != nil {
+		return err
+	}
+	return g.insp.prefixDenied(ctx, g.router.Prefix())
 }
 
 // Sessions returns the number of live sessions on this replica.

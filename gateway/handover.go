@@ -215,7 +215,7 @@ func (g *Gateway) handover(ctx context.Context, start time.Time, place txnmap.Pl
 	}
 	if err != nil {
 		prod.close()
-		return nil, err
+		return nil, g.explainHandover(place, err)
 	}
 	return s, nil
 }

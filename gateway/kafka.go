@@ -370,9 +370,11 @@ func (in *inspector) producerIdentity(ctx context.Context, transactionalID strin
 }
 
 // ping asks the cluster for the metadata of the routes' topics and checks
-// each route's partition count against its topic's (FM31).
+// that the gateway's principal may write each (FM106) and each route's
+// partition count against its topic's (FM31).
 func (in *inspector) ping(ctx context.Context, routes []txnmap.Route) error {
 	req := kmsg.NewPtrMetadataRequest()
+	req.IncludeTopicAuthorizedOperations = true
 	for _, r := range routes {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(r.Topic)
@@ -382,6 +384,9 @@ func (in *inspector) ping(ctx context.Context, routes []txnmap.Route) error {
 	if err != nil {
 		// A refused TLS or SASL handshake says which setting to check.
 		return fmt.Errorf("%w: metadata: %w", ErrKafkaUnavailable, in.auth.Explain(in.conn, err))
+	}
+	if err := writeDenied(resp); err != nil {
+		return err
 	}
 	has := map[string]int32{}
 	for _, t := range resp.Topics {

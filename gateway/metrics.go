@@ -76,6 +76,7 @@ type metrics struct {
 	bumps     metric.Int64Counter
 	fenced    metric.Int64Counter
 	fatal     metric.Int64Counter
+	refused   metric.Int64Counter
 	batches   metric.Int64Counter
 	records   metric.Int64Counter
 	commit    metric.Float64Histogram
@@ -118,6 +119,11 @@ func newMetrics(mp metric.MeterProvider, g *Gateway) (*metrics, error) {
 	try(func() (e error) {
 		x.fatal, e = m.Int64Counter("fencegate.producers.fatal", metric.WithUnit("{producer}"),
 			metric.WithDescription("Producers ended by a fatal error that is not a fence (authorisation, idempotence): the generation ended, the lease may still be the worker's."))
+		return
+	})
+	try(func() (e error) {
+		x.refused, e = m.Int64Counter("fencegate.kafka.refused", metric.WithUnit("{handover}"),
+			metric.WithDescription("Handovers the cluster refused to the gateway's principal, by reason: login (TLS, SASL or the OAUTHBEARER token endpoint) or acl (an ACL docs/security.md lists is missing; FM106, FM108)."))
 		return
 	})
 	try(func() (e error) {
@@ -188,6 +194,9 @@ func (x *metrics) zero() {
 	x.bumps.Add(ctx, 0)
 	x.fenced.Add(ctx, 0)
 	x.fatal.Add(ctx, 0)
+	for _, r := range refusedReasons {
+		x.refused.Add(ctx, 0, metric.WithAttributes(attribute.String("reason", r)))
+	}
 	x.parks.Add(ctx, 0)
 	x.resumes.Add(ctx, 0)
 }

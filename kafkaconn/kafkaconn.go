@@ -7,8 +7,9 @@
 // It guarantees:
 //
 //   - the four security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT,
-//     SASL_SSL) and the SASL mechanisms PLAIN, SCRAM-SHA-256 and
-//     SCRAM-SHA-512 mean the same for librdkafka and franz-go;
+//     SASL_SSL) and the SASL mechanisms PLAIN, SCRAM-SHA-256,
+//     SCRAM-SHA-512 and OAUTHBEARER (OIDC client credentials) mean the
+//     same for librdkafka and franz-go;
 //   - TLS verifies the brokers' certificates and host names against CAFile
 //     (or the system roots); there is no switch to skip verification;
 //   - a setting that would be silently ignored (a CA file without TLS, a
@@ -64,11 +65,14 @@ type Config struct {
 	// SecurityProtocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
 	// Default: SASL_PLAINTEXT when SASLMechanism is set, else PLAINTEXT.
 	SecurityProtocol string
-	// SASLMechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; required
-	// with the SASL protocols, refused with the others.
+	// SASLMechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or
+	// OAUTHBEARER; required with the SASL protocols, refused with the
+	// others.
 	SASLMechanism string
-	SASLUser      string
-	// SASLPassword is the SASL password. SASLPasswordFile, when set, is
+	// SASLUser is the SASL user; with OAUTHBEARER, the OAuth client id.
+	SASLUser string
+	// SASLPassword is the SASL password (with OAUTHBEARER, the OAuth
+	// client secret). SASLPasswordFile, when set, is
 	// read instead each time a client is built, so a rotated password
 	// file is used by every client built after the rotation. Never both.
 	SASLPassword     string
@@ -80,6 +84,12 @@ type Config struct {
 	// unencrypted PEM key for mutual TLS; both or neither.
 	CertFile string
 	KeyFile  string
+	// OAuthTokenURL is the identity provider's token endpoint, where
+	// OAUTHBEARER exchanges the client id and secret for tokens (OIDC
+	// client credentials); required with OAUTHBEARER, refused otherwise.
+	OAuthTokenURL string
+	// OAuthScope is the scope asked for with each token (optional).
+	OAuthScope string
 }
 
 // Protocol returns the security protocol in effect (the default filled in).
@@ -113,11 +123,14 @@ func (c Config) Validate() error {
 	}
 	if c.SASL() {
 		switch c.SASLMechanism {
-		case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+		case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512, MechanismOAuthBearer:
 		case "":
-			return fmt.Errorf("kafka: %s needs a SASL mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", c.Protocol())
+			return fmt.Errorf("kafka: %s needs a SASL mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", c.Protocol())
 		default:
-			return fmt.Errorf("kafka: SASL mechanism %q is none of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", c.SASLMechanism)
+			return fmt.Errorf("kafka: SASL mechanism %q is none of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER", c.SASLMechanism)
+		}
+		if err := c.validateOAuth(); err != nil {
+			return err
 		}
 		if c.SASLUser == "" {
 			return fmt.Errorf("kafka: %s needs a SASL user", c.Protocol())
@@ -133,7 +146,8 @@ func (c Config) Validate() error {
 		if _, err := c.password(); err != nil {
 			return err
 		}
-	} else if c.SASLMechanism != "" || c.SASLUser != "" || c.SASLPassword != "" || c.SASLPasswordFile != "" {
+	} else if c.SASLMechanism != "" || c.SASLUser != "" || c.SASLPassword != "" || c.SASLPasswordFile != "" ||
+		c.OAuthTokenURL != "" || c.OAuthScope != "" {
 		return fmt.Errorf("kafka: SASL settings given but security protocol is %s (they would be ignored)", c.Protocol())
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
@@ -206,8 +220,12 @@ func (c Config) ConfigMap() (kafka.ConfigMap, error) {
 			return nil, err
 		}
 		cm["sasl.mechanism"] = c.SASLMechanism
-		cm["sasl.username"] = c.SASLUser
-		cm["sasl.password"] = pw
+		if c.SASLMechanism == MechanismOAuthBearer {
+			oidcConfig(cm, c, pw)
+		} else {
+			cm["sasl.username"] = c.SASLUser
+			cm["sasl.password"] = pw
+		}
 	}
 	if c.TLS() {
 		// librdkafka's default since 2.0; set so that no older library or
@@ -254,6 +272,8 @@ func (c Config) mechanism() (sasl.Mechanism, error) {
 		return nil, err
 	}
 	switch c.SASLMechanism {
+	case MechanismOAuthBearer:
+		return c.oauthMechanism(), nil
 	case MechanismPlain:
 		return plain.Auth{User: c.SASLUser, Pass: pw}.AsMechanism(), nil
 	case MechanismSCRAMSHA256:
@@ -261,7 +281,7 @@ func (c Config) mechanism() (sasl.Mechanism, error) {
 	case MechanismSCRAMSHA512:
 		return scram.Auth{User: c.SASLUser, Pass: pw}.AsSha512Mechanism(), nil
 	}
-	return nil, fmt.Errorf("kafka: SASL mechanism %q is none of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", c.SASLMechanism)
+	return nil, fmt.Errorf("kafka: SASL mechanism %q is none of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER", c.SASLMechanism)
 }
 
 // BrokerList splits Brokers at commas, dropping empty entries and spaces.
@@ -280,6 +300,9 @@ func (c Config) String() string {
 	s := fmt.Sprintf("brokers=%s protocol=%s", c.Brokers, c.Protocol())
 	if c.SASL() {
 		s += fmt.Sprintf(" sasl=%s user=%s", c.SASLMechanism, c.SASLUser)
+	}
+	if c.OAuthTokenURL != "" {
+		s += " token_url=" + c.OAuthTokenURL
 	}
 	if c.CAFile != "" {
 		s += " ca=" + c.CAFile

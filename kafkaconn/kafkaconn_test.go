@@ -317,6 +317,12 @@ func TestValidate(t *testing.T) {
 		{"missing CA", kafkaconn.Config{Brokers: b, SecurityProtocol: "SSL", CAFile: pw + "-none"}, "CA file"},
 		{"CA file not PEM", kafkaconn.Config{Brokers: b, SecurityProtocol: "SSL", CAFile: pw}, "no PEM certificate"},
 		{"cert without key", kafkaconn.Config{Brokers: b, SecurityProtocol: "SSL", CertFile: ca.CertFile}, "both or neither"},
+		{"OAUTHBEARER", kafkaconn.Config{Brokers: b, SASLMechanism: "OAUTHBEARER", SASLUser: "id", SASLPassword: "s", OAuthTokenURL: "https://idp/token"}, ""},
+		{"OAUTHBEARER without token URL", kafkaconn.Config{Brokers: b, SASLMechanism: "OAUTHBEARER", SASLUser: "id", SASLPassword: "s"}, "token endpoint"},
+		{"OAUTHBEARER token URL not http", kafkaconn.Config{Brokers: b, SASLMechanism: "OAUTHBEARER", SASLUser: "id", SASLPassword: "s", OAuthTokenURL: "file:///x"}, "not an http(s) URL"},
+		{"OAUTHBEARER without client secret", kafkaconn.Config{Brokers: b, SASLMechanism: "OAUTHBEARER", SASLUser: "id", OAuthTokenURL: "https://idp/token"}, "no SASL password"},
+		{"token URL with SCRAM", kafkaconn.Config{Brokers: b, SASLMechanism: "SCRAM-SHA-512", SASLUser: "u", SASLPassword: "p", OAuthTokenURL: "https://idp/token"}, "would be ignored"},
+		{"token URL without SASL", kafkaconn.Config{Brokers: b, OAuthTokenURL: "https://idp/token"}, "would be ignored"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.c.Validate()

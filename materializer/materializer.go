@@ -197,6 +197,9 @@ type Materializer struct {
 	lag      map[partitionKey]int64
 	running  atomic.Bool
 	met      *metrics
+	// denied is the consumer's last authorization refusal (noteDenied).
+	deniedMu sync.Mutex
+	denied   error
 	fenceMu  sync.Mutex
 	fences   map[string]int64 // lease -> highest token on any partition, as committed by this instance
 	// ready serves /readyz from a cached Ready (FM43).
@@ -304,6 +307,9 @@ func (m *Materializer) Ready(ctx context.Context) error {
 	}
 	if !m.running.Load() {
 		return errors.New("materializer not consuming")
+	}
+	if err := m.deniedErr(); err != nil {
+		return err
 	}
 	return m.pool.Ping(ctx)
 }

@@ -20,6 +20,7 @@ type metrics struct {
 	txn     metric.Float64Histogram
 	prunes  metric.Int64Counter
 	pruned  metric.Int64Counter
+	refused metric.Int64Counter
 	reg     metric.Registration
 }
 
@@ -48,6 +49,11 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 		metric.WithDescription("Ledger rows deleted by the retention loop, by table (accepted_records, rejected_records, kept_records).")); err != nil {
 		return nil, err
 	}
+	if x.refused, err = meter.Int64Counter("fencegate.materializer.kafka.refused", metric.WithUnit("{error}"),
+		metric.WithDescription("Consumer errors that are the cluster's authorizer refusing the materializer's principal: an ACL docs/security.md lists is missing (FM107).")); err != nil {
+		return nil, err
+	}
+	x.refused.Add(context.Background(), 0)
 	fence, err := meter.Int64ObservableGauge("fencegate.materializer.fence.token", metric.WithUnit("{token}"),
 		metric.WithDescription("Token of the generation in force per lease, as applied by this instance."))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -41,10 +42,16 @@ func (m *Materializer) run(ctx context.Context) error {
 	}
 	m.running.Store(true)
 	defer m.running.Store(false)
+	m.askDenied(ctx)
+	asked := time.Now()
 	for ctx.Err() == nil {
 		chunks, err := m.poll(c, next)
 		if err != nil {
 			return err
+		}
+		if len(chunks) == 0 && m.deniedErr() != nil && time.Since(asked) > deniedRecheck {
+			m.askDenied(ctx)
+			asked = time.Now()
 		}
 		if err := m.applyChunks(ctx, c, next, chunks); err != nil {
 			return err
@@ -112,6 +119,16 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 		timeout = 0 // drain what is buffered, then apply
 		switch e := ev.(type) {
 		case *kafka.Message:
+			// librdkafka hands a partition's fetch error over as a
+			// message carrying it, not a record.
+			if err := e.TopicPartition.Error; err != nil {
+				var kerr kafka.Error
+				if !errors.As(err, &kerr) || !m.noteDenied(kerr) {
+					m.log.Warn("consumer error", "error", err)
+				}
+				continue
+			}
+			m.clearDenied()
 			key := partitionKey{*e.TopicPartition.Topic, e.TopicPartition.Partition}
 			if int64(e.TopicPartition.Offset) >= next[key] {
 				out[key] = append(out[key], e)
@@ -122,6 +139,9 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 		case kafka.Error:
 			if e.IsFatal() {
 				return nil, e
+			}
+			if m.noteDenied(e) {
+				continue
 			}
 			m.log.Warn("consumer error", "error", e)
 		}

@@ -221,10 +221,12 @@ func (f *commonFlags) register(fs *cmdFlags, principal string) {
 func (f *commonFlags) registerKafka(fs *cmdFlags, principal string) {
 	fs.StringVar(&f.kafka.SecurityProtocol, "kafka-security-protocol", "",
 		"PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (empty: SASL_PLAINTEXT with a SASL mechanism, else PLAINTEXT)")
-	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
-	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user of the "+principal+" principal")
-	secretVar(fs, &f.saslPassword, "kafka-sasl-password", "SASL password")
-	fs.StringVar(&f.kafka.SASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (read at every client start, so a rotated file is picked up)")
+	fs.StringVar(&f.saslMech, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (empty: no SASL)")
+	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user of the "+principal+" principal (OAUTHBEARER: its OAuth client id)")
+	secretVar(fs, &f.saslPassword, "kafka-sasl-password", "SASL password (OAUTHBEARER: the OAuth client secret)")
+	fs.StringVar(&f.kafka.SASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password or OAuth client secret (read at every client start, so a rotated file is picked up)")
+	fs.StringVar(&f.kafka.OAuthTokenURL, "kafka-oauth-token-url", "", "OAUTHBEARER: the identity provider's token endpoint (OIDC client credentials)")
+	fs.StringVar(&f.kafka.OAuthScope, "kafka-oauth-scope", "", "OAUTHBEARER: the scope asked with each token (empty: none)")
 	fs.StringVar(&f.kafka.CAFile, "kafka-ca-file", "", "PEM CAs of the brokers' certificates (SSL, SASL_SSL; empty: system roots)")
 	fs.StringVar(&f.kafka.CertFile, "kafka-cert-file", "", "PEM client certificate for mutual TLS with the brokers")
 	fs.StringVar(&f.kafka.KeyFile, "kafka-key-file", "", "PEM key (unencrypted) of --kafka-cert-file")

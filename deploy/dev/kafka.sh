@@ -45,6 +45,29 @@
 #                            test's broker must not outlive its test binary)
 #   FENCEGATE_KAFKA_MODE     single|cluster|all for stop, status, url, pids
 #   FENCEGATE_KAFKA_START_TIMEOUT  seconds a node may take to start (default 60)
+#   FENCEGATE_KAFKA_SECURE   1: the single broker is secured (below)
+#   FENCEGATE_KAFKA_OAUTH_JWKS_URL  with SECURE=1: the JWKS document of
+#                            the identity provider whose tokens the broker
+#                            accepts with OAUTHBEARER (none: SCRAM only)
+#   FENCEGATE_KAFKA_OAUTH_ISSUER  the issuer (iss) those tokens must name
+#                            (required with the JWKS URL: Kafka 4.4 asks it)
+#   FENCEGATE_KAFKA_OAUTH_AUDIENCE  the audience those tokens must name
+#                            (default fencegate-kafka)
+#
+# Secured (FENCEGATE_KAFKA_SECURE=1, single mode): no listener without TLS
+# and authentication, and the StandardAuthorizer denying what no ACL
+# grants. $DIR/secure holds a CA made with openssl (ca.pem) and, per
+# principal (admin, gateway, materializer, worker), a SCRAM-SHA-512
+# password (NAME.password, added at format time) and a client
+# certificate (NAME.pem, NAME-key.pem, CN=NAME), plus admin.properties
+# for Kafka's tools (kafka.sh tool acls --command-config ...).
+#   PORT     SASL_SSL: SCRAM-SHA-512, and OAUTHBEARER when a JWKS URL is set
+#            (url prints it)
+#   PORT+2   SSL with a required client certificate: the principal is the
+#            certificate's CN; also the inter-broker listener
+#   PORT+1   the controller, SSL with the broker's own certificate
+# Super users: User:broker (the broker's certificate) and User:admin. No
+# ACL is made: a test or an operator grants them (docs/security.md).
 #
 # The first install downloads about 60 MB from Maven Central (a minute on
 # a fast link); the first start formats storage and takes 5-20 s on two
@@ -190,8 +213,104 @@ unclean.leader.election.enable=false
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 PROPS
+  secure && write_secure_config "$n" "$d"
   if [ -n "${FENCEGATE_KAFKA_CONFIG:-}" ]; then
     printf '# FENCEGATE_KAFKA_CONFIG\n%s\n' "$FENCEGATE_KAFKA_CONFIG" >>"$d/server.properties"
+  fi
+}
+
+secure() { [ "${FENCEGATE_KAFKA_SECURE:-0}" = 1 ]; }
+secure_dir() { echo "$dir/secure"; }
+principals="admin gateway materializer worker"
+
+# make_secrets: the CA, the broker's certificate, and each principal's
+# password and client certificate, once per $dir.
+make_secrets() {
+  local s; s="$(secure_dir)"
+  [ -f "$s/.complete" ] && return 0
+  command -v openssl >/dev/null 2>&1 || die "openssl not found: the secured broker's CA is made with it"
+  mkdir -p "$s"
+  (
+    cd "$s"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+      -subj "/CN=fencegate-dev-kafka-ca" -keyout ca-key.pem -out ca.pem 2>/dev/null
+    issue broker "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"
+    local p
+    for p in $principals; do
+      issue "$p" "extendedKeyUsage=clientAuth"
+      head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$p.password"
+    done
+    printf 'security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\nssl.truststore.location=%s/ca.pem\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="%s";\n' \
+      "$s" "$(cat admin.password)" >admin.properties
+    chmod 600 ./*key.pem ./*.password admin.properties
+  ) || die "making the secured broker's CA and credentials in $s failed"
+  touch "$s/.complete"
+}
+
+# issue NAME EXT: a certificate CN=NAME signed by the CA (cwd), its key
+# unencrypted PKCS#8 (what Kafka's PEM key store reads).
+issue() {
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+    -keyout "$1-key.pem" -out "$1.csr" 2>/dev/null
+  openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 30 \
+    -extfile <(echo "$2") -out "$1.pem" 2>/dev/null
+  rm -f "$1.csr"
+}
+
+# scram_args: kafka-storage format's --add-scram for every principal.
+scram_args() {
+  local p
+  for p in $principals; do
+    printf '%s\n' --add-scram "SCRAM-SHA-512=[name=$p,password=$(cat "$(secure_dir)/$p.password")]"
+  done
+}
+
+# write_secure_config N D: the listeners, TLS stores, SASL and authorizer
+# of the secured single broker; lines written later win.
+write_secure_config() {
+  local n="$1" d="$2" s bp cp mp jwks
+  s="$(secure_dir)"; bp="$(broker_port single "$n")"; cp="$(ctl_port single "$n")"; mp=$((port + 2))
+  jwks="${FENCEGATE_KAFKA_OAUTH_JWKS_URL:-}"
+  local mechs=SCRAM-SHA-512
+  [ -n "$jwks" ] && mechs=SCRAM-SHA-512,OAUTHBEARER
+  cat >>"$d/server.properties" <<PROPS
+# FENCEGATE_KAFKA_SECURE
+listeners=SASL://127.0.0.1:$bp,MTLS://127.0.0.1:$mp,CONTROLLER://127.0.0.1:$cp
+advertised.listeners=SASL://127.0.0.1:$bp,MTLS://127.0.0.1:$mp
+listener.security.protocol.map=SASL:SASL_SSL,MTLS:SSL,CONTROLLER:SSL
+inter.broker.listener.name=MTLS
+ssl.keystore.type=PEM
+ssl.keystore.location=$s/broker-bundle.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$s/ca.pem
+ssl.endpoint.identification.algorithm=https
+listener.name.mtls.ssl.client.auth=required
+listener.name.controller.ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)\$/\$1/,DEFAULT
+sasl.enabled.mechanisms=$mechs
+listener.name.sasl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:broker;User:admin
+PROPS
+  if [ -n "$jwks" ]; then
+    cat >>"$d/server.properties" <<PROPS
+listener.name.sasl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.sasl.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.jwks.endpoint.url=$jwks
+sasl.oauthbearer.expected.issuer=$FENCEGATE_KAFKA_OAUTH_ISSUER
+sasl.oauthbearer.expected.audience=${FENCEGATE_KAFKA_OAUTH_AUDIENCE:-fencegate-kafka}
+PROPS
+  fi
+  cat "$s/broker-key.pem" "$s/broker.pem" >"$s/broker-bundle.pem"
+  chmod 600 "$s/broker-bundle.pem"
+}
+
+# jvm_props: the JVM system properties of the secured broker: Kafka 4
+# fetches no OAUTHBEARER URL that is not allowed by name.
+jvm_props() {
+  if secure && [ -n "${FENCEGATE_KAFKA_OAUTH_JWKS_URL:-}" ]; then
+    echo "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$FENCEGATE_KAFKA_OAUTH_JWKS_URL"
   fi
 }
 
@@ -205,8 +324,10 @@ run_java() {
 format_node() {
   local d="$1" id="$2" out
   [ -f "$d/data/meta.properties" ] && return 0
+  local extra=()
+  secure && mapfile -t extra < <(scram_args)
   if ! out="$(run_java "$d" kafka.tools.StorageTool format "--cluster-id=$id" -c "$d/server.properties" \
-    --feature transaction.version=2 2>&1)"; then
+    --feature transaction.version=2 "${extra[@]}" 2>&1)"; then
     echo "$out" | tail -n 20 >&2
     die "formatting $d/data failed (above)"
   fi
@@ -229,8 +350,10 @@ launch() {
   local runner=()
   # setpriv execs (runuser stays the JVM's parent), so the pid is the JVM's.
   [ "$(id -u)" -eq 0 ] && runner=(setpriv "--reuid=$osuser" "--regid=$osuser" --init-groups --reset-env)
+  local props=()
+  mapfile -t props < <(jvm_props)
   setsid bash -c 'echo $$ >"$1/kafka.pid"; shift; exec "$@"' _ "$d" "${runner[@]}" \
-    "$jb" "-Xmx$heap" "-Xms$heap" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    "$jb" "-Xmx$heap" "-Xms$heap" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "${props[@]}" \
     -Djava.awt.headless=true "-Dlog4j2.configurationFile=$d/log4j2.xml" \
     -cp "$home/lib/*" kafka.Kafka "$d/server.properties" >"$d/stdout.log" 2>&1 </dev/null &
   local i
@@ -279,14 +402,19 @@ start_mode() {
     return 0
   fi
   java_bin >/dev/null || die "Java not found: install OpenJDK 17 or newer (Debian: openjdk-17-jre-headless)"
+  if secure && [ "$mode" != single ]; then die "FENCEGATE_KAFKA_SECURE=1 secures the single broker only"; fi
+  if secure && [ -n "${FENCEGATE_KAFKA_OAUTH_JWKS_URL:-}" ] && [ -z "${FENCEGATE_KAFKA_OAUTH_ISSUER:-}" ]; then
+    die "FENCEGATE_KAFKA_OAUTH_JWKS_URL needs FENCEGATE_KAFKA_OAUTH_ISSUER (the tokens' iss)"
+  fi
   install
   ensure_osuser
   mkdir -p "$dir"
   check_disk
+  secure && make_secrets
   for n in $(nodes_of "$mode"); do
     d="$(node_dir "$mode" "$n")"
     running_pid "$d" >/dev/null && continue
-    for p in $(broker_port "$mode" "$n") $(ctl_port "$mode" "$n"); do
+    for p in $(broker_port "$mode" "$n") $(ctl_port "$mode" "$n") $(secure && echo $((port + 2))); do
       port_open "$p" && die "port 127.0.0.1:$p is taken by another process (ss -ltnp 'sport = :$p'); set FENCEGATE_KAFKA_PORT"
     done
   done

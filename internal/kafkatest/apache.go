@@ -37,8 +37,12 @@ type Apache struct {
 	config string
 	// links are the fault proxies in front of each node (Proxied): its
 	// broker listener and its controller listener.
-	links map[int][]*netfault.Link
-	proxy []string // FENCEGATE_KAFKA_ADVERTISED and _VOTERS
+	proxied bool
+	links   map[int][]*netfault.Link
+	proxy   []string // FENCEGATE_KAFKA_ADVERTISED and _VOTERS
+	// secure: kafka.sh's secured broker (FENCEGATE_KAFKA_SECURE=1).
+	secure   bool
+	extraEnv []string
 }
 
 // ApacheOptions configure StartApache.
@@ -54,6 +58,13 @@ type ApacheOptions struct {
 	// other brokers and the controllers all reach a node through them
 	// (Isolate).
 	Proxied bool
+	// Secure starts kafka.sh's secured single broker (SASL_SSL with
+	// SCRAM-SHA-512, an mTLS listener, the StandardAuthorizer denying
+	// what no ACL grants): Conn is then the admin super user's.
+	Secure bool
+	// Env is more of kafka.sh's settings (NAME=value), such as
+	// FENCEGATE_KAFKA_OAUTH_JWKS_URL.
+	Env []string
 }
 
 // Script returns the path of deploy/dev/kafka.sh, found by walking up
@@ -86,52 +97,85 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 		// is about that cluster.
 		t.Skip("starts an Apache Kafka of its own: runs without " + EnvBrokers)
 	}
-	a := &Apache{t: t, mode: "single", config: strings.Join(o.Config, "\n")}
-	if o.Nodes == 3 {
-		a.mode = "cluster"
-	}
-	dir, err := os.MkdirTemp("", "fencegate-kafka-test-")
+	a, err := newApache(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.dir = dir
+	a.t = t
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the test's Apache Kafka, last lines of node 1's log:\n%s", a.LogTail(1, 20))
 		}
-		a.run("stop")
-		_ = os.RemoveAll(dir)
+		a.close()
 	})
+	if err := a.launch(topic, partitions); err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	return a
+}
+
+func newApache(o ApacheOptions) (*Apache, error) {
+	a := &Apache{mode: "single", config: strings.Join(o.Config, "\n"), secure: o.Secure, extraEnv: o.Env, proxied: o.Proxied}
+	if o.Nodes == 3 {
+		a.mode = "cluster"
+	}
+	pattern := "fencegate-kafka-test-"
+	if o.Secure {
+		// a shared secured broker outlives every test's cleanup: its
+		// directory names its binary, so the next one removes it
+		// (removeStale).
+		pattern = sharedDirPrefix + strconv.Itoa(os.Getpid()) + "-"
+	}
+	dir, err := os.MkdirTemp("", pattern)
+	a.dir = dir
+	return a, err
+}
+
+// close stops the nodes and removes their directory.
+func (a *Apache) close() {
+	_ = a.run("stop")
+	a.closeLinks()
+	_ = os.RemoveAll(a.dir)
+}
+
+// launch starts the nodes on free ports and makes topic.
+func (a *Apache) launch(topic string, partitions int32) error {
 	var last error
 	for range 3 {
-		a.port = freeBase(a.mode)
-		if o.Proxied {
-			a.proxyNodes(t)
+		a.port = freeBase(a.mode, a.secure)
+		if a.proxied {
+			if err := a.proxyNodes(); err != nil {
+				return err
+			}
 		}
 		if last = a.run(a.startVerb()); last == nil {
 			break
 		}
 		if !strings.Contains(last.Error(), "is taken by another process") {
-			t.Fatalf("kafkatest: %v", last)
+			return last
 		}
 	}
 	if last != nil {
-		t.Fatalf("kafkatest: %v", last)
+		return last
 	}
 	brokers := a.url()
-	if o.Proxied {
+	if a.proxied {
 		brokers = strings.TrimPrefix(a.proxy[0], "FENCEGATE_KAFKA_ADVERTISED=")
 	}
 	a.Cluster = &Cluster{Brokers: brokers, Conn: kafkaconn.Config{Brokers: brokers}, Topic: topic}
-	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
-		t.Fatalf("kafkatest: %v\n%s", err, a.LogTail(1, 30))
+	if a.secure {
+		a.Conn = a.SCRAM("admin")
 	}
-	return a
+	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
+		return fmt.Errorf("%v\n%s", err, a.LogTail(1, 30))
+	}
+	return nil
 }
 
 // proxyNodes starts the fault proxies of every node for the ports of
-// a.port, closed when the test ends.
-func (a *Apache) proxyNodes(t testing.TB) {
+// a.port (those of an earlier try closed first); close closes them.
+func (a *Apache) proxyNodes() error {
+	a.closeLinks()
 	a.links = map[int][]*netfault.Link{}
 	var advertised, voters []string
 	for n := 1; n <= a.nodes(); n++ {
@@ -142,9 +186,8 @@ func (a *Apache) proxyNodes(t testing.TB) {
 		for _, up := range []int{b, c} {
 			l, err := netfault.New(fmt.Sprintf("kafka-%d-%d", n, up), "127.0.0.1:"+strconv.Itoa(up))
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
-			t.Cleanup(l.Close)
 			a.links[n] = append(a.links[n], l)
 		}
 		advertised = append(advertised, a.links[n][0].Addr)
@@ -152,6 +195,15 @@ func (a *Apache) proxyNodes(t testing.TB) {
 	}
 	a.proxy = []string{"FENCEGATE_KAFKA_ADVERTISED=" + strings.Join(advertised, ","),
 		"FENCEGATE_KAFKA_VOTERS=" + strings.Join(voters, ",")}
+	return nil
+}
+
+func (a *Apache) closeLinks() {
+	for _, ls := range a.links {
+		for _, l := range ls {
+			l.Close()
+		}
+	}
 }
 
 func (a *Apache) nodes() int {
@@ -281,7 +333,7 @@ func (a *Apache) url() string {
 }
 
 func (a *Apache) env() []string {
-	return append(append(os.Environ(), a.proxy...),
+	return append(append(append(os.Environ(), a.proxy...),
 		"FENCEGATE_KAFKA_PORT="+strconv.Itoa(a.port),
 		"FENCEGATE_KAFKA_DIR="+a.dir,
 		"FENCEGATE_KAFKA_MODE="+a.mode,
@@ -291,7 +343,8 @@ func (a *Apache) env() []string {
 		"FENCEGATE_KAFKA_START_TIMEOUT=180",
 		"FENCEGATE_KAFKA_CONFIG="+a.config,
 		"FENCEGATE_KAFKA_WATCH_PID="+strconv.Itoa(os.Getpid()),
-	)
+		"FENCEGATE_KAFKA_SECURE="+map[bool]string{true: "1", false: "0"}[a.secure],
+	), a.extraEnv...)
 }
 
 func (a *Apache) run(verb string) error {
@@ -316,8 +369,11 @@ func (a *Apache) output(verb string) (string, error) {
 
 // freeBase picks a base port whose broker and controller ports (those
 // kafka.sh derives for mode) are free now.
-func freeBase(mode string) int {
+func freeBase(mode string, secure bool) int {
 	offsets := []int{0, 1}
+	if secure {
+		offsets = append(offsets, 2)
+	}
 	if mode == "cluster" {
 		offsets = []int{100, 101, 102, 200, 201, 202}
 	}

@@ -129,7 +129,8 @@ func kafkaArgs(c kafkaconn.Config) []string {
 	for _, f := range [][2]string{{"--kafka-security-protocol", c.SecurityProtocol},
 		{"--kafka-sasl-mechanism", c.SASLMechanism}, {"--kafka-sasl-user", c.SASLUser},
 		{"--kafka-sasl-password-file", c.SASLPasswordFile}, {"--kafka-ca-file", c.CAFile},
-		{"--kafka-cert-file", c.CertFile}, {"--kafka-key-file", c.KeyFile}} {
+		{"--kafka-cert-file", c.CertFile}, {"--kafka-key-file", c.KeyFile},
+		{"--kafka-oauth-token-url", c.OAuthTokenURL}, {"--kafka-oauth-scope", c.OAuthScope}} {
 		if f[1] != "" {
 			out = append(out, f[0], f[1])
 		}
