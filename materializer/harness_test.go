@@ -68,11 +68,12 @@ func setupOn(t testing.TB, k *kafkatest.Cluster) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w := b.writer // a test may replace b.writer (freshWriter): drain this one's events
 	go func() {
-		for range b.writer.Events() {
+		for range w.Events() {
 		}
 	}()
-	t.Cleanup(b.writer.Close)
+	t.Cleanup(w.Close)
 	return b
 }
 
