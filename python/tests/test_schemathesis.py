@@ -39,6 +39,10 @@ RUNS = {
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_schemathesis_finds_nothing(stack: Stack, tmp_path: Path, run: str) -> None:
     cases = os.environ.get("SCHEMATHESIS_CASES", "10")
+    if run == "stateful":
+        # At 10 a stateful run once drew 19 scenarios that followed no
+        # link (a random draw); 30 has followed 3 of 5 in every run.
+        cases = str(max(int(cases), 30))
     exe = shutil.which("schemathesis") or str(Path(sys.executable).with_name("schemathesis"))
     cmd = [exe, "run", str(REPO / "api/openapi.yaml"), "--url", stack.url,
            "-H", f"Authorization: Bearer {stack.token}", *RUNS[run],
