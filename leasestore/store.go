@@ -98,6 +98,11 @@ type Config struct {
 	ValidateName func(string) error
 	// ListLimit caps List results (default 1000).
 	ListLimit int
+	// RenewBatch caps the renewals that share one statement (default
+	// DefaultRenewBatch): renewals that arrive while a renewal statement
+	// runs go together in the next one. 1 sends each renewal as its own
+	// statement.
+	RenewBatch int
 }
 
 func (c *Config) fill() error {
@@ -112,6 +117,12 @@ func (c *Config) fill() error {
 	}
 	if c.ListLimit == 0 {
 		c.ListLimit = 1000
+	}
+	if c.RenewBatch == 0 {
+		c.RenewBatch = DefaultRenewBatch
+	}
+	if c.RenewBatch < 0 {
+		return fmt.Errorf("leasestore: RenewBatch %d is negative", c.RenewBatch)
 	}
 	if c.MinTTL < time.Millisecond || c.MaxTTL < c.MinTTL {
 		return fmt.Errorf("leasestore: need 1ms <= MinTTL (%s) <= MaxTTL (%s)", c.MinTTL, c.MaxTTL)
@@ -129,8 +140,9 @@ func storageName(name string) error {
 
 // Store is the Postgres lease store. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  Config
+	pool     *pgxpool.Pool
+	cfg      Config
+	renewals renewQueue
 }
 
 // New returns a Store on pool. It does not touch the database; call Verify

@@ -13,7 +13,7 @@ import (
 // backend plans each on its first use, and under load that first use
 // took 0.2-0.4 s: after a cold start every lease renews at once, on
 // connections that have not renewed yet (BENCHMARKS.md).
-var workerPath = []string{qAcquire, qRegenerate, qActivate, qRenew, qRelease, qAbandon, qHeartbeat}
+var workerPath = []string{qAcquire, qRegenerate, qActivate, qRenew, qRenewBatch, qRelease, qAbandon, qHeartbeat}
 
 // PrepareConn prepares the worker-path statements on a new connection
 // (pgxpool's AfterConnect). Before the migrations have run there is
