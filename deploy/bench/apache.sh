@@ -25,6 +25,13 @@
 #                CPU over the difference of their transactions; a third
 #                run of 1,000 records gives the JVM's start, taken off
 #                the CPU per record.
+#   bridge       an HTTP produce proxy without fencing in the Strimzi
+#                Kafka Bridge's shape (deploy/bench/bridge: the bridge's
+#                Java producer, acks=all, no transactions; Maven Central
+#                does not serve io.strimzi:kafka-bridge), driven by
+#                deploy/bench/bridgeload with LEASES clients, one batch
+#                of BATCH records in flight each, 10 s of warm-up, then
+#                BRIDGE_DURATION measured; its CPU from /proc.
 # Each run's topics are deleted first, so the harness's checks read only
 # that run's records. Prints the load average before and after each
 # contender. Needs FG (default bin/fencegate, `make build`), deploy/dev/pg.sh
@@ -43,6 +50,8 @@ rsize=${RECORD_SIZE:-1024}
 loops=${HANDOVER_LOOPS:-16}
 java_txn_ms=${JAVA_TXN_MS:-5}
 java_large_ms=${JAVA_LARGE_MS:-2000}
+bridge_duration=${BRIDGE_DURATION:-20s}
+bridge_port=${BRIDGE_PORT:-18742}
 java_records=${JAVA_RECORDS:-300000}
 lib=${FENCEGATE_KAFKA_HOME:-/tmp/fencegate-kafka-lib}/lib
 db=${FENCEGATE_DATABASE_URL:-$("$root/deploy/dev/pg.sh" url)}
@@ -59,9 +68,9 @@ java_tool() { "${java_cmd[@]}" "$@"; }
 topics() { java_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$brokers" "$@"; }
 
 fresh_topics() { # delete the run's topics and wait until they are gone
-  topics --delete --if-exists --topic 'shard-output|naive-output|direct-output|java-perf' >/dev/null 2>&1 || true
+  topics --delete --if-exists --topic 'shard-output|naive-output|direct-output|java-perf|bridge-output' >/dev/null 2>&1 || true
   for _ in $(seq 1 60); do
-    topics --list | grep -qxE 'shard-output|naive-output|direct-output|java-perf' || return 0
+    topics --list | grep -qxE 'shard-output|naive-output|direct-output|java-perf|bridge-output' || return 0
     sleep 1
   done
   echo "the run's topics are still listed after 60 s" >&2
@@ -96,6 +105,22 @@ java_model() {
     printf "java model: %.0f us per transaction, %.2f us per record, %.2f s to start\n", b * 1e6, a * 1e6, c[3] }' "$1/java.model"
 }
 
+bridge() { # bridge RUNDIR: the proxy, warmed up, then measured
+  local d=$1 pid
+  topics --create --topic bridge-output --partitions 16 >/dev/null
+  "${java_cmd[@]}" "$root/deploy/bench/bridge/HttpProduceProxy.java" "$bridge_port" "$brokers" >"$d/bridge-proxy.txt" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 120); do grep -q '^ready' "$d/bridge-proxy.txt" && break; sleep 0.5; done
+  "$load" -url "http://127.0.0.1:$bridge_port" -clients "$leases" -batch-size "$batch" -record-size "$rsize" \
+    -duration 10s -pid "$pid" >"$d/bridge-warmup.json"
+  "$load" -url "http://127.0.0.1:$bridge_port" -clients "$leases" -batch-size "$batch" -record-size "$rsize" \
+    -duration "$bridge_duration" -pid "$pid" | tee "$d/bridge.json"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+
+load=$out/bridgeload
+(cd "$root" && go build -o "$load" ./deploy/bench/bridgeload/)
 for i in $(seq 1 "$runs"); do
   d="$out/run-$i"
   mkdir -p "$d"
@@ -112,5 +137,7 @@ for i in $(seq 1 "$runs"); do
   java_perf "$d" java-large "$java_large_ms" "$java_records"
   java_perf "$d" java-start "$java_large_ms" 1000
   java_model "$d" | tee "$d/java.sum"
+  load "run $i: bridge" | tee -a "$d/load.txt"
+  bridge "$d"
   load "run $i: end" | tee -a "$d/load.txt"
 done
