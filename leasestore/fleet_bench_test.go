@@ -21,7 +21,8 @@ import (
 
 // BenchmarkRenewFleet renews a fleet of active leases at the SDK's default
 // cadence (three renewals per TTL, spread evenly) through one Store, each
-// renewal its own statement (batch=1) and coalesced (batch=default),
+// renewal its own statement (alone) and coalesced with 1, 2 (the
+// default) and 4 statements in flight,
 // and reports per renewal: statements, commits (the bench database's
 // xact_commit), WAL fsyncs (pg_stat_wal.wal_sync) and WAL bytes
 // (pg_current_wal_lsn), the CPU of every process of the Postgres cluster
@@ -33,9 +34,18 @@ import (
 // 10s) and FENCEGATE_BENCH_SECONDS (default 20) size it; the pool has
 // `fencegate serve`'s 32 connections. Run with -benchtime=1x.
 func BenchmarkRenewFleet(b *testing.B) {
-	for _, batch := range []int{1, leasestore.DefaultRenewBatch} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			f := newFleet(b, batch)
+	for _, c := range []leasestore.Config{
+		{RenewBatch: 1},
+		{RenewStatements: 1},
+		{RenewStatements: leasestore.DefaultRenewStatements},
+		{RenewStatements: 4},
+	} {
+		name := "alone"
+		if c.RenewBatch != 1 {
+			name = fmt.Sprintf("coalesced/statements=%d", c.RenewStatements)
+		}
+		b.Run(name, func(b *testing.B) {
+			f := newFleet(b, c)
 			f.run(b)
 		})
 	}
@@ -58,7 +68,7 @@ func envInt(name string, def int) int {
 	return def
 }
 
-func newFleet(b *testing.B, batch int) *fleet {
+func newFleet(b *testing.B, c leasestore.Config) *fleet {
 	tb := setup(b)
 	n := envInt("FENCEGATE_BENCH_LEASES", 5000)
 	ttl := 10 * time.Second
@@ -76,7 +86,7 @@ func newFleet(b *testing.B, batch int) *fleet {
 		b.Fatal(err)
 	}
 	b.Cleanup(pool.Close)
-	store, err := leasestore.New(pool, leasestore.Config{RenewBatch: batch})
+	store, err := leasestore.New(pool, c)
 	if err != nil {
 		b.Fatal(err)
 	}

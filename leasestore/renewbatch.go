@@ -9,6 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// DefaultRenewStatements is the default of Config.RenewStatements: two
+// statements in flight, so that a renewal that arrives while one waits
+// for its commit does not wait behind it, and a stall of one statement
+// (a backend descheduled on a busy host) does not hold every renewal.
+const DefaultRenewStatements = 2
+
 // DefaultRenewBatch is the default of Config.RenewBatch: at 5,000 leases
 // renewed three times per 10 s TTL, a statement in flight for a few
 // milliseconds gathers a handful of renewals, far below it; the cap only
@@ -32,16 +38,18 @@ type renewAnswer struct {
 }
 
 // renewQueue coalesces renewals the way Postgres coalesces commits: while
-// one statement runs, the renewals that arrive wait, and the next
-// statement carries all of them (up to Config.RenewBatch). No timer holds
-// a renewal back: one that finds no statement running starts one at once.
-// A single flusher runs the statements, so the store's own renewal
-// statements never wait on each other's row locks.
+// Config.RenewStatements renewal statements run, the renewals that arrive
+// wait, and the next statement carries all of them (up to
+// Config.RenewBatch). No timer holds a renewal back: one that finds fewer
+// statements running starts one at once. A lease is in at most one
+// statement at a time, so the store's own renewal statements never wait
+// on each other's row locks (and cannot deadlock on them).
 type renewQueue struct {
 	mu         sync.Mutex
 	waiting    []*renewal
-	running    bool
-	statements atomic.Int64 // renewal statements sent (both paths)
+	running    int             // flushers, each with at most one statement
+	inFlight   map[string]bool // leases in a running statement
+	statements atomic.Int64    // renewal statements sent (both paths)
 }
 
 // renewCoalesced queues r and waits for its answer or for ctx. A caller
@@ -52,8 +60,10 @@ func (s *Store) renewCoalesced(r *renewal) (Lease, error) {
 	q := &s.renewals
 	q.mu.Lock()
 	q.waiting = append(q.waiting, r)
-	start := !q.running
-	q.running = true
+	start := q.running < s.cfg.RenewStatements
+	if start {
+		q.running++
+	}
 	q.mu.Unlock()
 	if start {
 		go s.flushRenewals()
@@ -66,10 +76,11 @@ func (s *Store) renewCoalesced(r *renewal) (Lease, error) {
 	}
 }
 
-// flushRenewals runs statements until no renewal waits.
+// flushRenewals runs statements until it finds nothing to take.
 func (s *Store) flushRenewals() {
+	var batch []*renewal
 	for {
-		batch := s.renewals.take(s.cfg.RenewBatch)
+		batch = s.renewals.take(batch, s.cfg.RenewBatch)
 		if len(batch) == 0 {
 			return
 		}
@@ -77,21 +88,29 @@ func (s *Store) flushRenewals() {
 	}
 }
 
-// take removes up to max waiting renewals, at most one per lease (two
-// renewals of one row in one UPDATE would apply only one of them), and
-// drops those whose caller has gone. With none to run it marks the queue
-// idle, under the same lock as renewCoalesced's check, so that no renewal
-// is left waiting without a flusher.
-func (q *renewQueue) take(max int) []*renewal {
+// take releases the leases of the batch just run and removes up to max
+// waiting renewals, at most one per lease and none of a lease in another
+// running statement (two renewals of one row in one UPDATE would apply
+// only one of them), dropping those whose caller has gone. With none to
+// run the flusher ends, under the same lock as renewCoalesced's count,
+// so that no renewal is left waiting without one: a renewal skipped for
+// a lease in flight is taken by the flusher running that lease, which
+// comes back here when its statement ends.
+func (q *renewQueue) take(done []*renewal, max int) []*renewal {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.inFlight == nil {
+		q.inFlight = map[string]bool{}
+	}
+	for _, r := range done {
+		delete(q.inFlight, r.name)
+	}
 	var batch, rest []*renewal
-	names := make(map[string]bool, len(q.waiting))
 	for _, r := range q.waiting {
 		switch {
 		case r.ctx.Err() != nil: // answered ErrUnavailable already
-		case len(batch) < max && !names[r.name]:
-			names[r.name] = true
+		case len(batch) < max && !q.inFlight[r.name]:
+			q.inFlight[r.name] = true
 			batch = append(batch, r)
 		default:
 			rest = append(rest, r)
@@ -99,7 +118,7 @@ func (q *renewQueue) take(max int) []*renewal {
 	}
 	q.waiting = rest
 	if len(batch) == 0 {
-		q.running = false
+		q.running--
 	}
 	return batch
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencegate/fencegate/internal/pgtest"
 	"github.com/fencegate/fencegate/leasestore"
 )
 
@@ -25,7 +27,7 @@ type renewResult struct {
 }
 
 // TestRenewalsThatArriveTogetherShareOneStatement: renewals that reach the
-// store while a renewal statement runs share the next statement, and each
+// store while its renewal statements run share the next statement, and each
 // caller gets its own row's answer: its own TTL and expiry, or its own
 // refusal. One lease in the shared statement expires while that statement
 // runs (it waits for another writer's lock on the row past the lease's
@@ -33,19 +35,37 @@ type renewResult struct {
 func TestRenewalsThatArriveTogetherShareOneStatement(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	first := acquireActive(t, b, "co:first", "w0", time.Minute)
+	// The lockers and the probes use a pool of their own: the store's
+	// (four connections) holds the renewal statements.
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 8
+	side, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(side.Close)
+	b = &testBundle{db: &pgtest.DB{URL: b.db.URL, Pool: side}, store: b.store, ctx: b.ctx}
+	firstA := acquireActive(t, b, "co:first-a", "w0", time.Minute)
+	firstB := acquireActive(t, b, "co:first-b", "w0", time.Minute)
 	a := acquireActive(t, b, "co:a", "wa", time.Minute)
 	d := acquireActive(t, b, "co:d", "wd", time.Minute)
 	wrong := acquireActive(t, b, "co:wrong-token", "wt", time.Minute)
 	other := acquireActive(t, b, "co:other-owner", "wo", time.Minute)
 	dying := acquireActive(t, b, "co:dying", "wx", 4*time.Second)
 
-	// The first statement waits for a lock on its row; the second waits
-	// for a lock on the dying lease's row. Both lockers change the row, so
-	// that Postgres checks the renewal's predicate again on the newest row.
-	holdFirst := lockRow(t, b, first.Name)
-	go func() { _, _ = b.store.Renew(b.ctx, first.Name, "w0", first.Token, time.Minute, "") }()
+	// The first two statements (DefaultRenewStatements run at once) wait
+	// for locks on their rows; the shared one waits for a lock on the
+	// dying lease's row. The lockers change the rows, so that Postgres
+	// checks the renewal's predicate again on the newest row.
+	holdA := lockRow(t, b, firstA.Name)
+	go func() { _, _ = b.store.Renew(b.ctx, firstA.Name, "w0", firstA.Token, time.Minute, "") }()
 	waitFor(t, "the first statement to wait for its lock", func() bool { return lockWaiters(t, b) == 1 })
+	holdB := lockRow(t, b, firstB.Name)
+	go func() { _, _ = b.store.Renew(b.ctx, firstB.Name, "w0", firstB.Token, time.Minute, "") }()
+	waitFor(t, "the second statement to wait for its lock", func() bool { return lockWaiters(t, b) == 2 })
 	holdDying := lockRow(t, b, dying.Name)
 
 	calls := []renewCall{
@@ -64,9 +84,9 @@ func TestRenewalsThatArriveTogetherShareOneStatement(t *testing.T) {
 		}()
 	}
 	waitFor(t, "the five renewals to queue", func() bool { return leasestore.RenewalsWaiting(b.store) == len(calls) })
-	commit(t, holdFirst)
+	commit(t, holdA)
 	waitFor(t, "the shared statement to wait for the dying lease's lock", func() bool {
-		return leasestore.RenewalsWaiting(b.store) == 0 && lockWaiters(t, b) == 1
+		return leasestore.RenewalsWaiting(b.store) == 0 && lockWaiters(t, b) == 2
 	})
 	if !live(t, b, dying.Name) {
 		t.Fatal("the dying lease expired before the shared statement reached it; the test proves nothing (a slow machine?)")
@@ -78,8 +98,9 @@ func TestRenewalsThatArriveTogetherShareOneStatement(t *testing.T) {
 		r := <-results[i]
 		checkAnswer(t, b, c, r)
 	}
-	if n := leasestore.RenewStatements(b.store); n != 2 {
-		t.Fatalf("renewal statements = %d, want 2 (the first alone, then the five together)", n)
+	commit(t, holdB)
+	if n := leasestore.RenewStatements(b.store); n != 3 {
+		t.Fatalf("renewal statements = %d, want 3 (two alone, then the five together)", n)
 	}
 }
 

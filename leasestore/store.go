@@ -103,6 +103,10 @@ type Config struct {
 	// runs go together in the next one. 1 sends each renewal as its own
 	// statement.
 	RenewBatch int
+	// RenewStatements caps the coalesced renewal statements in flight at
+	// once (default DefaultRenewStatements); renewals that arrive while
+	// that many run wait for the next.
+	RenewStatements int
 }
 
 func (c *Config) fill() error {
@@ -121,8 +125,11 @@ func (c *Config) fill() error {
 	if c.RenewBatch == 0 {
 		c.RenewBatch = DefaultRenewBatch
 	}
-	if c.RenewBatch < 0 {
-		return fmt.Errorf("leasestore: RenewBatch %d is negative", c.RenewBatch)
+	if c.RenewStatements == 0 {
+		c.RenewStatements = DefaultRenewStatements
+	}
+	if c.RenewBatch < 0 || c.RenewStatements < 0 {
+		return fmt.Errorf("leasestore: RenewBatch %d or RenewStatements %d is negative", c.RenewBatch, c.RenewStatements)
 	}
 	if c.MinTTL < time.Millisecond || c.MaxTTL < c.MinTTL {
 		return fmt.Errorf("leasestore: need 1ms <= MinTTL (%s) <= MaxTTL (%s)", c.MinTTL, c.MaxTTL)
