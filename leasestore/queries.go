@@ -167,28 +167,27 @@ SELECT ` + leaseColumns + ` FROM renewed`
 // lease that expires while the statement runs (say, while it waits for
 // another writer's row lock, after which Postgres checks the predicate
 // again on the newest row) is refused, whatever the other rows do.
-// FM21: the gate of each distinct pattern is read FOR SHARE, as in
-// gateCTE, and only renewals whose pattern allows them are applied.
+// FM21: each renewal's gate pattern is read FOR SHARE, as in gateCTE,
+// and only renewals whose pattern allows them are applied.
 var qRenewBatch = `
-WITH req AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])
-        AS r(name, owner_id, token, ttl_ms, gate)
-), open_gates AS (
-    SELECT DISTINCT req.gate FROM req
-     WHERE req.gate = ''
-        OR EXISTS (SELECT 1 FROM rollout_states r
-                    WHERE r.pattern = req.gate AND r.state = 'observe' FOR SHARE)
-), renewed AS (
+WITH renewed AS (
     UPDATE leases AS l
        SET expires_at = clock_timestamp() + req.ttl_ms * interval '1 millisecond',
            ttl_ms = req.ttl_ms, updated_at = clock_timestamp(), renewed_at = clock_timestamp()
-      FROM req
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])
+           AS req(name, owner_id, token, ttl_ms, gate)
      WHERE l.name = req.name AND l.owner_id = req.owner_id AND l.fencing_token = req.token
        AND l.state = 'active' AND l.expires_at > clock_timestamp()
-       AND req.gate IN (SELECT gate FROM open_gates)
+       AND (req.gate = ''
+            OR EXISTS (SELECT 1 FROM rollout_states r
+                        WHERE r.pattern = req.gate AND r.state = 'observe' FOR SHARE))
     RETURNING l.*
 )
 SELECT ` + leaseColumns + ` FROM renewed`
+
+// qGenericPlans makes a connection's prepared statements use generic
+// plans only (PrepareConn says why).
+const qGenericPlans = `SET plan_cache_mode = force_generic_plan`
 
 // qRelease ends an active lease now. The row and its token stay: the token
 // remains the high-water mark for the next grant (I1).
