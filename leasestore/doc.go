@@ -39,7 +39,9 @@
 //     clock_timestamp().
 //   - FM03 (an expired lease never renews): qRenew and qRelease predicate on
 //     name, owner, token, state active and expires_at > clock_timestamp() in
-//     one statement.
+//     one statement. Renewals that arrive together share one qRenewBatch
+//     (renewQueue), which holds the same predicate for each row on its own:
+//     one caller's expired lease is refused while the others renew.
 //   - I4 / FM06 (no acknowledgement of a superseded grant): qActivate
 //     predicates on token, state pending and expires_at > clock_timestamp().
 //   - Audit: every write statement inserts its lease_events row in a

@@ -64,7 +64,9 @@ func (s *Store) Activate(ctx context.Context, name string, token, producerID int
 
 // Renew extends owner's active lease to ttl from now (database time). An
 // expired lease is never renewed, even with the right token (FM03); gate
-// is as Acquire's.
+// is as Acquire's. Renewals that reach the store while another renewal
+// statement runs share the next statement (Config.RenewBatch); each
+// caller still gets its own row's answer.
 func (s *Store) Renew(ctx context.Context, name, owner string, token int64, ttl time.Duration, gate string) (Lease, error) {
 	if err := s.checkTTL(ttl); err != nil {
 		return Lease{}, err
@@ -72,7 +74,14 @@ func (s *Store) Renew(ctx context.Context, name, owner string, token int64, ttl 
 	if err := checkToken(token); err != nil {
 		return Lease{}, err
 	}
-	l, err := s.writeOne(ctx, "renew", qRenew, name, owner, token, ttl.Milliseconds(), gate)
+	var l Lease
+	var err error
+	if s.cfg.RenewBatch == 1 {
+		s.renewals.statements.Add(1)
+		l, err = s.writeOne(ctx, "renew", qRenew, name, owner, token, ttl.Milliseconds(), gate)
+	} else {
+		l, err = s.renewCoalesced(&renewal{ctx: ctx, name: name, owner: owner, gate: gate, token: token, ttlMS: ttl.Milliseconds()})
+	}
 	return l, s.refusedIfNoRows(ctx, err, name, owner, token, gate)
 }
 

@@ -158,6 +158,38 @@ WITH ` + gateCTE("5") + `renewed AS (
 )
 SELECT ` + leaseColumns + ` FROM renewed`
 
+// qRenewBatch is qRenew for many leases in one statement (renewQueue):
+// $1..$5 are parallel arrays of name, owner, token, TTL in ms and gate
+// pattern, at most one element per name. It returns the rows it renewed;
+// a caller whose row is not among them was refused.
+//
+// FM03: each row is renewed under qRenew's own predicate, with its own
+// owner, token and TTL, and clock_timestamp() evaluated for that row: a
+// lease that expires while the statement runs (say, while it waits for
+// another writer's row lock, after which Postgres checks the predicate
+// again on the newest row) is refused, whatever the other rows do.
+// FM21: each renewal's gate pattern is read FOR SHARE, as in gateCTE,
+// and only renewals whose pattern allows them are applied.
+var qRenewBatch = `
+WITH renewed AS (
+    UPDATE leases AS l
+       SET expires_at = clock_timestamp() + req.ttl_ms * interval '1 millisecond',
+           ttl_ms = req.ttl_ms, updated_at = clock_timestamp(), renewed_at = clock_timestamp()
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])
+           AS req(name, owner_id, token, ttl_ms, gate)
+     WHERE l.name = req.name AND l.owner_id = req.owner_id AND l.fencing_token = req.token
+       AND l.state = 'active' AND l.expires_at > clock_timestamp()
+       AND (req.gate = ''
+            OR EXISTS (SELECT 1 FROM rollout_states r
+                        WHERE r.pattern = req.gate AND r.state = 'observe' FOR SHARE))
+    RETURNING l.*
+)
+SELECT ` + leaseColumns + ` FROM renewed`
+
+// qGenericPlans makes a connection's prepared statements use generic
+// plans only (PrepareConn says why).
+const qGenericPlans = `SET plan_cache_mode = force_generic_plan`
+
 // qRelease ends an active lease now. The row and its token stay: the token
 // remains the high-water mark for the next grant (I1). $4 is the replica
 // that forwarded the release (empty for none), kept in the audit (FM89).

@@ -102,6 +102,15 @@ type Config struct {
 	ValidateName func(string) error
 	// ListLimit caps List results (default 1000).
 	ListLimit int
+	// RenewBatch caps the renewals that share one statement (default
+	// DefaultRenewBatch): renewals that arrive while a renewal statement
+	// runs go together in the next one. 1 sends each renewal as its own
+	// statement.
+	RenewBatch int
+	// RenewStatements caps the coalesced renewal statements in flight at
+	// once (default DefaultRenewStatements); renewals that arrive while
+	// that many run wait for the next.
+	RenewStatements int
 }
 
 func (c *Config) fill() error {
@@ -116,6 +125,15 @@ func (c *Config) fill() error {
 	}
 	if c.ListLimit == 0 {
 		c.ListLimit = 1000
+	}
+	if c.RenewBatch == 0 {
+		c.RenewBatch = DefaultRenewBatch
+	}
+	if c.RenewStatements == 0 {
+		c.RenewStatements = DefaultRenewStatements
+	}
+	if c.RenewBatch < 0 || c.RenewStatements < 0 {
+		return fmt.Errorf("leasestore: RenewBatch %d or RenewStatements %d is negative", c.RenewBatch, c.RenewStatements)
 	}
 	if c.MinTTL < time.Millisecond || c.MaxTTL < c.MinTTL {
 		return fmt.Errorf("leasestore: need 1ms <= MinTTL (%s) <= MaxTTL (%s)", c.MinTTL, c.MaxTTL)
@@ -133,8 +151,9 @@ func storageName(name string) error {
 
 // Store is the Postgres lease store. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  Config
+	pool     *pgxpool.Pool
+	cfg      Config
+	renewals renewQueue
 }
 
 // New returns a Store on pool. It does not touch the database; call Verify

@@ -13,12 +13,24 @@ import (
 // backend plans each on its first use, and under load that first use
 // took 0.2-0.4 s: after a cold start every lease renews at once, on
 // connections that have not renewed yet (BENCHMARKS.md).
-var workerPath = []string{qAcquire, qRegenerate, qActivate, qRenew, qRelease, qAbandon, qHeartbeat}
+var workerPath = []string{qAcquire, qRegenerate, qActivate, qRenew, qRenewBatch, qRelease, qAbandon, qHeartbeat}
 
 // PrepareConn prepares the worker-path statements on a new connection
-// (pgxpool's AfterConnect). Before the migrations have run there is
-// nothing to prepare: the statements are then prepared on first use.
+// (pgxpool's AfterConnect), with generic plans only. Before the
+// migrations have run there is nothing to prepare: the statements are
+// then prepared on first use.
+//
+// Generic plans: every statement of the store looks rows up by key, so a
+// plan for the values at hand is never better than the generic one. But
+// Postgres picks per execution, and for qRenewBatch a custom plan always
+// looked cheaper (it counts the elements of the arrays; the generic plan
+// assumes ten): the shared statement was planned again at each
+// execution, 0.1-0.2 ms of a backend's CPU, more than its execution
+// (BENCHMARKS.md, renewals coalesced).
 func PrepareConn(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := conn.Exec(ctx, qGenericPlans); err != nil {
+		return err
+	}
 	for _, q := range workerPath {
 		if _, err := conn.Prepare(ctx, q, q); err != nil {
 			var pe *pgconn.PgError

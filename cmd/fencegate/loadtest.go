@@ -33,6 +33,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&sep.GatewayDebugListen, "gateway-debug-listen", "", "with --separate-processes: the gateway child's --debug-listen (pprof), e.g. 127.0.0.1:6060")
 	fs.BoolVar(&sep.PauseMaterializer, "pause-materializer", false, "with --separate-processes: stop the materializer (SIGSTOP) during the gateway phase, as it is during the direct baseline; the ledger is checked after it caught up")
 	fs.IntVar(&sep.BareHandovers, "bare-handovers", 0, "with --separate-processes: loops at once of the handover yardstick (new producer, InitTransactions, one-record transaction) run after the gateway phase (0: none; the gateway's --max-handovers is 16)")
+	fs.StringVar(&sep.Brokers, "separate-brokers", "", "with --separate-processes: an external Kafka cluster (Apache Kafka: deploy/dev/kafka.sh start, 127.0.0.1:9192) instead of the kfake broker child; the harness creates its topics there and keeps existing ones (delete them before the run: deploy/bench/apache.sh does)")
+	fs.IntVar(&sep.BrokerPID, "separate-broker-pid", 0, "with --separate-brokers: the broker's pid, whose CPU the report gives per phase like a child's (kafka.sh pids)")
 	fs.IntVar(&sep.BareProducers, "bare-producers", 8, "with --separate-processes: producers of the bare-producer yardstick run after the direct baseline (0: none)")
 	fs.Func("gateway-arg", "with --separate-processes: one more serve `FLAG` for the gateway child, after the harness's own (a later flag wins), e.g. --gateway-arg=--park-after=0; repeatable", func(v string) error {
 		sep.GatewayArgs = append(sep.GatewayArgs, v)

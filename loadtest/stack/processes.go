@@ -82,6 +82,15 @@ type SeparateOptions struct {
 	// not checked (the report says so). For runs that measure the
 	// gateways, whose ledger would otherwise take a share of the cores.
 	NoMaterializer bool
+	// Brokers, when set, is an external Kafka cluster (Apache Kafka from
+	// deploy/dev/kafka.sh) used instead of the kfake broker child: the
+	// harness creates the routed topics and the direct baseline's there
+	// (one that exists is kept, so the caller deletes them before a run
+	// whose checks must read only that run's records).
+	Brokers string
+	// BrokerPID, with Brokers, is the external broker's pid, sampled as
+	// report.ProcBroker like a child (0: not sampled).
+	BrokerPID int
 }
 
 // separate is what the harness needs of the children besides the gateway.
@@ -177,13 +186,9 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 		return nil, err
 	}
 	sep := &separate{exe: exe, cfg: cfg, opts: opts}
-	broker, err := startBroker(ctx, exe, cfg)
-	if err != nil {
+	if sep.procs, err = s.openBroker(ctx, exe, cfg, opts); err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, broker.stop)
-	s.Kafka = kafkaconn.Config{Brokers: broker.addr}
-	sep.procs = []Process{{report.ProcBroker, broker.pid}}
 	n := max(opts.Replicas, 1)
 	for i := range n {
 		c, err := newChildGateway(s, exe, cfg, fmt.Sprintf("loadtest-replica-%d", i), log)
@@ -260,6 +265,31 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// openBroker starts the kfake broker child, or with opts.Brokers creates
+// the harness's topics on that cluster, and returns the broker's process
+// to sample (none for an external broker without opts.BrokerPID).
+func (s *Stack) openBroker(ctx context.Context, exe, cfg string, opts SeparateOptions) ([]Process, error) {
+	if opts.Brokers == "" {
+		broker, err := startBroker(ctx, exe, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, broker.stop)
+		s.Kafka = kafkaconn.Config{Brokers: broker.addr}
+		return []Process{{report.ProcBroker, broker.pid}}, nil
+	}
+	s.Kafka = kafkaconn.Config{Brokers: opts.Brokers}
+	for _, t := range []string{LeaseTopic, NaiveTopic, DirectTopic} {
+		if err := s.Kafka.CreateTopic(ctx, t, Partitions, nil); err != nil {
+			return nil, fmt.Errorf("topic %s on %s: %w", t, opts.Brokers, err)
+		}
+	}
+	if opts.BrokerPID <= 0 {
+		return nil, nil
+	}
+	return []Process{{report.ProcBroker, func() int { return opts.BrokerPID }}}, nil
 }
 
 // startBroker runs `fencegate devbroker` with the routed topics and the
