@@ -194,19 +194,7 @@ func TestForwardingOverHTTPS(t *testing.T) {
 	holder := replica("r1", ca.CertFile)
 	trusting, blind := replica("r2", ca.CertFile), replica("r3", "")
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}, Timeout: 30 * time.Second}
-	call := func(addr, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", "https://"+addr+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer ops-token")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
+	call := func(addr, path, body string) (int, map[string]any) { return postOps(t, hc, addr, path, body) }
 	status, grant := call(holder, "/v1/leases", `{"name":"shard:9","owner_id":"w","ttl_ms":60000}`)
 	if status != http.StatusCreated {
 		t.Fatalf("acquire: %d %v", status, grant)
@@ -272,19 +260,7 @@ func TestFM88_MutualTLSReplicasForwardWithTheirCertificate(t *testing.T) {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, Certificates: []tls.Certificate{cert}}},
 		Timeout: 30 * time.Second}
-	call := func(addr, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", "https://"+addr+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer ops-token")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
+	call := func(addr, path, body string) (int, map[string]any) { return postOps(t, hc, addr, path, body) }
 	status, grant := call(holder, "/v1/leases", `{"name":"shard:9","owner_id":"w","ttl_ms":60000}`)
 	if status != http.StatusCreated {
 		t.Fatalf("acquire: %d %v", status, grant)
@@ -293,4 +269,21 @@ func TestFM88_MutualTLSReplicasForwardWithTheirCertificate(t *testing.T) {
 	if status, res := call(other, "/v1/leases/shard:9/records", batch); status != http.StatusOK {
 		t.Fatalf("produce forwarded between mutual-TLS replicas: %d %v, want 200 from the holder", status, res)
 	}
+}
+
+// postOps POSTs body to https://addr+path as the operator client through
+// hc, and returns the status and the decoded JSON answer.
+func postOps(t *testing.T, hc *http.Client, addr, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "https://"+addr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer ops-token")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
 }
