@@ -104,7 +104,9 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 	a.t = t
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the test's Apache Kafka, last lines of node 1's log:\n%s", a.LogTail(1, 20))
+			for n := 1; n <= a.nodes(); n++ {
+				t.Logf("the test's Apache Kafka, last lines of node %d's log:\n%s", n, a.LogTail(n, 20))
+			}
 		}
 		a.close()
 	})
