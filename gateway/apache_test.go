@@ -64,13 +64,13 @@ func TestKafkaToolsReadWhatTheGatewayWrote(t *testing.T) {
 	r := b.newReplica(func(c *gateway.Config) { mod(c); c.LeaseMetrics = true })
 	serve(r)
 	name, log := "shard:36", &ackLog{}
-	first := granted(t, r.acquire(t, name, "w1", 30*time.Second))
+	first := granted(t, r.acquireAsWorker(t, name, "w1", 30*time.Second))
 	b.mustProduce(t, r, log, name, "w1", first.int("token"), "a", 2)
 	b.mustProduce(t, r, log, name, "w1", first.int("token"), "b", 3)
 	if rep := r.do(t, "DELETE", "/v1/leases/"+name+"?owner_id=w1&token="+itoa(first.int("token")), nil); rep.status != http.StatusNoContent {
 		t.Fatalf("release: %d %s", rep.status, rep.raw)
 	}
-	second := granted(t, r.acquire(t, name, "w2", 30*time.Second))
+	second := granted(t, r.acquireAsWorker(t, name, "w2", 30*time.Second))
 	b.mustProduce(t, r, log, name, "w2", second.int("token"), "c", 2)
 	b.checkInvariants(t, name, log)
 
@@ -167,7 +167,7 @@ func TestFM76_ExpiredTransactionalIDKeepsTheFence(t *testing.T) {
 func expiredWhileParked(t *testing.T, b *testBundle) {
 	r := b.newReplica(func(c *gateway.Config) { c.ParkAfter = 200 * time.Millisecond })
 	w := &faultedWorker{t: t, b: b, r: r, name: "shard:760", log: &ackLog{}}
-	first := granted(t, r.acquire(t, w.name, "w1", 30*time.Second))
+	first := granted(t, r.acquireAsWorker(t, w.name, "w1", 30*time.Second))
 	w.token = first.int("token")
 	w.write("b0")
 	kafkatest.WaitForgotten(t, b.kafka.Conn, b.txnID(w.name))
