@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# usage: deploy/bench/threads.sh PID [SECONDS]
+# Where one process's CPU goes, by thread: samples /proc/PID/task/*/schedstat
+# (time on a CPU in ns, and timeslices: how often a thread was switched
+# in) at the start and the end of SECONDS (default 10), and prints per
+# thread group the CPU as % of one core, the threads, and the timeslices
+# a second. Groups: librdkafka's threads by their names (rdk:main,
+# rdk:broker*: every broker thread of every instance together, rdk:other),
+# the Go runtime's busiest thread apart ("go, busiest": sysmon when many
+# goroutines block in cgo calls) and the other Go threads ("go, other").
+# Threads born or ended in the window count for their part in it.
+# schedstat is exact where /proc/PID/task/*/stat counts scheduler ticks,
+# which miss threads that wake for microseconds (librdkafka's timers).
+set -euo pipefail
+pid=${1:?usage: threads.sh PID [SECONDS]}
+secs=${2:-10}
+snap() { # tid comm ns slices, one line a thread
+  for t in /proc/"$pid"/task/*; do
+    { read -r ns _ sl <"$t/schedstat" && printf '%s %s %s %s\n' "${t##*/}" "$(tr ' ' _ <"$t/comm")" "$ns" "$sl"; } 2>/dev/null || true
+  done
+}
+a=$(snap)
+sleep "$secs"
+b=$(snap)
+awk -v secs="$secs" '
+  FNR == NR { ns0[$1] = $3; sl0[$1] = $4; next }
+  { d[$1] = $3 - ns0[$1]; s[$1] = $4 - sl0[$1]; comm[$1] = $2 }
+  END {
+    for (t in d) if (comm[t] !~ /^rdk:/ && d[t] > top) { top = d[t]; busiest = t }
+    for (t in d) {
+      g = comm[t]
+      if (g ~ /^rdk:broker/) g = "rdk:broker*"; else if (g ~ /^rdk:main/) g = "rdk:main"
+      else if (g ~ /^rdk:/) g = "rdk:other"; else if (t == busiest) g = "go, busiest"; else g = "go, other"
+      cpu[g] += d[t]; n[g]++; sl[g] += s[t]; tcpu += d[t]; tn++
+    }
+    for (g in cpu) printf "  %-12s %6.2f%% of a core  %5d threads  %8.0f timeslices/s\n", g, 100 * cpu[g] / secs / 1e9, n[g], sl[g] / secs
+    printf "  %-12s %6.2f%% of a core  %5d threads\n", "all", 100 * tcpu / secs / 1e9, tn
+  }' <(echo "$a") <(echo "$b") | sort
