@@ -14,14 +14,19 @@
 set -euo pipefail
 pid=${1:?usage: threads.sh PID [SECONDS]}
 secs=${2:-10}
-snap() { # tid comm ns slices, one line a thread
-  for t in /proc/"$pid"/task/*; do
-    { read -r ns _ sl <"$t/schedstat" && printf '%s %s %s %s\n' "${t##*/}" "$(tr ' ' _ <"$t/comm")" "$ns" "$sl"; } 2>/dev/null || true
-  done
+snap() { # "tid comm ns slices", one line a thread, read at once
+  { grep -H . /proc/"$pid"/task/*/comm; grep -H . /proc/"$pid"/task/*/schedstat; } 2>/dev/null |
+    awk -F: '{ split($1, p, "/"); t = p[5] }
+      $1 ~ /comm$/ { c[t] = substr($0, length($1) + 2); gsub(/ /, "_", c[t]); next }
+      { split($2, f, " "); ns[t] = f[1]; sl[t] = f[3] }
+      END { for (t in ns) if (t in c) print t, c[t], ns[t], sl[t] }'
 }
+t0=$(date +%s%N)
 a=$(snap)
 sleep "$secs"
 b=$(snap)
+# The window is what passed between the two reads, not SECONDS.
+secs=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
 awk -v secs="$secs" '
   FNR == NR { ns0[$1] = $3; sl0[$1] = $4; next }
   { d[$1] = $3 - ns0[$1]; s[$1] = $4 - sl0[$1]; comm[$1] = $2 }
