@@ -15,6 +15,8 @@ set -euo pipefail
 pid=${1:?usage: threads.sh PID [SECONDS]}
 secs=${2:-10}
 snap() { # "tid comm ns slices", one line a thread, read at once
+  set +o pipefail
+  # A thread may end between the reads (grep then exits 2): not a failure.
   { grep -H . /proc/"$pid"/task/*/comm; grep -H . /proc/"$pid"/task/*/schedstat; } 2>/dev/null |
     awk -F: '{ split($1, p, "/"); t = p[5] }
       $1 ~ /comm$/ { c[t] = substr($0, length($1) + 2); gsub(/ /, "_", c[t]); next }
