@@ -259,9 +259,9 @@ func (l *limiter) set(c ServerConfig) {
 // back when the request ends (its decoded records live until then). It
 // also lends the request a pooled buffer for a batch-sized body, which
 // release puts back: a batch of 100 x 1 KiB read into a new 104 KiB
-// allocation every time was a fifth of the gateway's Go CPU on Apache
-// Kafka, in zeroing it and collecting it (BENCHMARKS.md, "Where the
-// gateway's CPU goes"). Nothing of a body outlives its request: records
+// allocation every time cost the gateway about a fifth of its Go CPU on
+// Apache Kafka, in zeroing and collecting it (BENCHMARKS.md, "Where the
+// gateway's CPU per record and per handover goes"). Nothing of a body outlives its request: records
 // are copied into librdkafka by Produce, and every string decoded from a
 // body is a copy; a forwarded body is never put back (kept).
 type bodyHold struct {
