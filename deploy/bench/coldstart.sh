@@ -10,6 +10,9 @@
 # Flags after N are added to the harness's (e.g. --rate 0.05 --batch-size
 # 10 for batches every 20 s, or --gateway-arg=--max-handovers=24). Needs
 # `make build` (or FG=path/to/fencegate) and deploy/dev/pg.sh start.
+# On an external broker (--separate-brokers) delete the run's topics
+# first, as deploy/bench/apache.sh does: the harness keeps existing ones,
+# and its history checks would read an earlier run's barriers.
 set -euo pipefail
 # shellcheck source=deploy/bench/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -32,6 +32,12 @@
 # handover. Writes
 # OUTDIR/ramp-N.json (and .html, .txt) and OUTDIR/cold-N.json. Needs `make
 # build` (or FG=path/to/fencegate) and deploy/dev/pg.sh start.
+#
+# On Apache Kafka: LT_ARGS adds harness flags (word-split), e.g.
+# "--separate-brokers $(FENCEGATE_KAFKA_MODE=cluster deploy/dev/kafka.sh url)"
+# for the three-node cluster, and BROKER_PIDS (the nodes' pids, `kafka.sh
+# pids`) adds each run's summed broker CPU in cores over the run
+# (OUTDIR/NAME.brokers; delete the run's topics between runs).
 set -euo pipefail
 out=${1:?usage: peak.sh OUTDIR [LEASES...]}
 shift
@@ -50,15 +56,28 @@ common=(loadtest --embedded --separate-processes --replicas "${REPLICAS:-3}" --m
 # busy: the machine's busy and total jiffies from /proc/stat.
 busy() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
 
+# brokers_cpu: the CPU ticks (user and system) of BROKER_PIDS so far.
+brokers_cpu() {
+  local p s=0
+  for p in ${BROKER_PIDS:-}; do s=$(( s + $(awk '{ print $14 + $15 }' "/proc/$p/stat") )); done
+  echo "$s"
+}
+
 # run NAME N FLAGS...: one harness run, its report in OUTDIR/NAME.*, and
 # the machine's busy cores over it in OUTDIR/NAME.machine.
 run() {
   local name=$1 n=$2 b0 b1
   shift 2
+  local k0 k1 t0 t1
   read -r -a b0 < <(busy)
+  k0=$(brokers_cpu) t0=$(date +%s%N)
+  # shellcheck disable=SC2086
   "$fg" "${common[@]}" --leases "$n" --clients $(( (n + 127) / 128 )) --json "$out/$name.json" \
-    --html "$out/$name.html" "$@" >"$out/$name.txt" 2>"$out/$name.err" || true
+    --html "$out/$name.html" ${LT_ARGS:-} "$@" >"$out/$name.txt" 2>"$out/$name.err" || true
   read -r -a b1 < <(busy)
+  k1=$(brokers_cpu) t1=$(date +%s%N)
+  [ -n "${BROKER_PIDS:-}" ] && awk -v k="$(( k1 - k0 ))" -v t="$(( t1 - t0 ))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "%.2f\n", k / hz / (t / 1e9) }' >"$out/$name.brokers"
   awk -v b="$(( b1[0] - b0[0] ))" -v t="$(( b1[1] - b0[1] ))" -v c="$(nproc)" \
     'BEGIN { printf "%.2f\n", c * b / t }' >"$out/$name.machine"
   [ -s "$out/$name.json" ] || { tail -20 "$out/$name.err" >&2; return 1; }

@@ -24,7 +24,9 @@
 # parked, the gateway's CPU (% of one core), RSS, threads, open files,
 # handovers and requests answered 429 (by request), from /proc and the
 # gateway's /metrics, and the harness's last progress line. LT_ARGS adds
-# harness flags (word-split); KEEP keeps the sessions that many seconds
+# harness flags (word-split: --separate-brokers 127.0.0.1:9192 for Apache
+# Kafka); SPLIT splits the gateway's CPU by thread after the sample
+# (deploy/bench/threads.sh, default 10 s); KEEP keeps the sessions that many seconds
 # after the sample (to profile them). Needs `make build` (or
 # FG=path/to/fencegate) and the throwaway Postgres (deploy/dev/pg.sh
 # start). Writes /tmp/lt-N.out and /tmp/lt-N.err (the harness's output and
@@ -101,5 +103,8 @@ echo "N=$N clients=$CLIENTS ttl=$TTL held_after_s=$held_after (peak held $peak) 
   "rss_mib=$((rss / 1024)) threads=$thr fds=$fds handovers_total=$h1 (in the sample $((h1 - h0)))" \
   "http_429=$r1 (total, by request; before the sample: $r0)"
 echo "harness at the sample's end: $progress"
+# Where the idle CPU goes: librdkafka's threads apart from Go's (SPLIT
+# seconds, default 10; 0: not measured).
+[ "${SPLIT:-10}" -gt 0 ] && deploy/bench/threads.sh "$GW" "${SPLIT:-10}"
 # KEEP: seconds to keep the sessions after the sample (to profile them).
 sleep "${KEEP:-0}"
