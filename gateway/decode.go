@@ -82,10 +82,8 @@ func (r *rawValue) UnmarshalJSON(b []byte) error { *r = b; return nil }
 // and sends a few bytes holds at most firstBuffer. A body of the declared
 // length up to firstBuffer is read into one allocation, never copied.
 // reserve is asked for the buffer's capacity before each allocation; a
-// refusal is too_many_requests (the caller names the budget). lent, when
-// its capacity holds that first allocation, is used instead of it (a
-// pooled buffer: bodyHold.lend).
-func readBody(r io.Reader, declared int64, limit int, reserve func(int) bool, lent []byte) ([]byte, *Error) {
+// refusal is too_many_requests (the caller names the budget).
+func readBody(r io.Reader, declared int64, limit int, reserve func(int) bool) ([]byte, *Error) {
 	if declared > int64(limit) {
 		return nil, errorf(CodePayloadTooLarge, "request body exceeds %d bytes", limit)
 	}
@@ -94,10 +92,7 @@ func readBody(r io.Reader, declared int64, limit int, reserve func(int) bool, le
 	if !reserve(first) {
 		return nil, errorf(CodeTooManyRequests, "request body budget")
 	}
-	buf := lent[:0]
-	if cap(buf) < first {
-		buf = make([]byte, 0, first)
-	}
+	buf := make([]byte, 0, first)
 	for {
 		if len(buf) == cap(buf) {
 			// Double, but never past the declared length (the body ends

@@ -326,11 +326,6 @@ func (s *Server) forwardAfter(c echo.Context, name string, body []byte, err erro
 	if !errors.As(err, &e) || e.Code != CodeMisdirected || e.HolderURL == "" || !s.mayForward(c) {
 		return err
 	}
-	// The client may still read body after the answer (an early reply
-	// from the holder): the buffer goes back to no pool.
-	if h, _ := c.Get(bodyHoldKey).(*bodyHold); h != nil {
-		h.keep()
-	}
 	return s.forward(c, name, e, bytes.NewReader(body))
 }
 

@@ -256,49 +256,11 @@ func (l *limiter) set(c ServerConfig) {
 }
 
 // bodyHold is what one request holds of the body budget; release gives it
-// back when the request ends (its decoded records live until then). It
-// also lends the request a pooled buffer for a batch-sized body, which
-// release puts back: a batch of 100 x 1 KiB read into a new 104 KiB
-// allocation every time cost the gateway about a fifth of its Go CPU on
-// Apache Kafka, in zeroing and collecting it (BENCHMARKS.md, "Where the
-// gateway's CPU per record and per handover goes"). Nothing of a body outlives its request: records
-// are copied into librdkafka by Produce, and every string decoded from a
-// body is a copy; a forwarded body is never put back (kept).
+// back when the request ends (its decoded records live until then).
 type bodyHold struct {
 	l    *limiter
 	held int64
-	lent *[]byte
-	kept bool
 }
-
-// bodyPool holds buffers of pooledBody bytes for bodyHold.lend.
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, pooledBody); return &b }}
-
-// pooledBody is a pooled buffer's capacity: readBody's first allocation
-// at most. minPooledBody is the smallest declared length that takes one:
-// a lent buffer holds pooledBody bytes of the body budget, at most four
-// times the declared length, and smaller bodies (acquires, renewals, small
-// batches) are cheap to allocate.
-const (
-	pooledBody    = firstBuffer + 1
-	minPooledBody = 64 << 10
-)
-
-// lend returns a pooled buffer for a body of the declared length, its
-// whole capacity taken from the body budget, or nil (readBody then
-// allocates): a body too small or too large to pool, or a budget that
-// has not the buffer's capacity left.
-func (h *bodyHold) lend(declared int64) []byte {
-	if h == nil || h.lent != nil || declared < minPooledBody || declared >= pooledBody || !h.grow(pooledBody) {
-		return nil
-	}
-	h.lent = bodyPool.Get().(*[]byte)
-	return *h.lent
-}
-
-// keep gives the lent buffer to no pool: something may still read it
-// after the request ended.
-func (h *bodyHold) keep() { h.kept = true }
 
 // grow makes the request hold at least n bytes of the budget, and says
 // whether the budget had them (nothing more is taken when it had not).
@@ -322,10 +284,6 @@ func (h *bodyHold) release() {
 	h.l.bodyBytes -= h.held
 	h.l.mu.Unlock()
 	h.held = 0
-	if h.lent != nil && !h.kept {
-		bodyPool.Put(h.lent)
-	}
-	h.lent = nil
 }
 
 func (l *limiter) bodyBudgetError() *Error {

@@ -274,7 +274,7 @@ func (s *Server) body(c echo.Context) ([]byte, error) {
 		return nil, s.limit.bodyBudgetError()
 	}
 	c.Set(bodyReadKey, true)
-	b, err := readBody(r.Body, r.ContentLength, limit, func(n int) bool { return h.grow(int64(n)) }, h.lend(r.ContentLength))
+	b, err := readBody(r.Body, r.ContentLength, limit, func(n int) bool { return h.grow(int64(n)) })
 	if err == nil {
 		return b, nil
 	}
