@@ -49,7 +49,7 @@ func (m *Materializer) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(chunks) == 0 && m.deniedErr() != nil && time.Since(asked) > deniedRecheck {
+		if m.askDue(asked) {
 			m.askDenied(ctx)
 			asked = time.Now()
 		}
@@ -128,7 +128,6 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 				}
 				continue
 			}
-			m.clearDenied()
 			key := partitionKey{*e.TopicPartition.Topic, e.TopicPartition.Partition}
 			if int64(e.TopicPartition.Offset) >= next[key] {
 				out[key] = append(out[key], e)

@@ -1,11 +1,14 @@
 package materializer_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/materializer"
 )
@@ -204,4 +208,116 @@ func committedOffset(t *testing.T, conn kafkaconn.Config, group, topic string, p
 		}
 	}
 	return -1
+}
+
+// TestFM110_MaterializerWithoutItsGroupStaysNotReady: on the secured
+// Apache Kafka broker, the materializer granted Read on its topic but not
+// on its consumer group gives one steady answer: Ready fails naming
+// "Read on Group <group>" at every call for three of its rechecks, the
+// gauge fencegate.materializer.kafka.missing_grant names the grant at 1,
+// and an error line names it. Once the grant is back, Ready passes and
+// stays passing, and the gauge is 0. Before, librdkafka's
+// GROUP_AUTHORIZATION_FAILED set the refusal and the next recheck, which
+// asked about the topics only, cleared it: readiness flapped.
+func TestFM110_MaterializerWithoutItsGroupStaysNotReady(t *testing.T) {
+	s := kafkatest.SharedSecure(t)
+	b := setupOn(t, s.NewCluster(t, "mat-group", partitions, s.Conn))
+	group := "fencegate-materializer-" + b.topic // the broker's ACLs outlive each test: a group of its own
+	grants := materializerGrants(b.topic, group)
+	s.Grant(t, grants[0]) // Read on the topic only
+	b.write(1, bar("shard:1", 1), data("shard:1", 1, "b1", 0))
+	mp, h, err := telemetry.Prometheus(telemetry.Service{Name: telemetry.Materializer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	logs := &syncBuffer{}
+	m := b.newMaterializer(func(c *materializer.Config) {
+		c.Kafka = s.SCRAM(kafkatest.PrincipalMaterializer)
+		c.GroupID = group
+		c.MeterProvider = mp
+		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(os.Stderr, logs), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	grant := "Read on Group " + group
+	missing := map[string]string{"grant": grant}
+	start := time.Now()
+	waitNotReady(t, m, "grant it "+grant)
+	t.Logf("not ready naming %q after %s", grant, time.Since(start).Round(time.Millisecond))
+	holdReadiness(t, m, "grant it "+grant, 3*materializer.DeniedRecheck)
+	if got := metricValue(t, h, "fencegate_materializer_kafka_missing_grant", missing); got != 1 {
+		t.Fatalf("fencegate_materializer_kafka_missing_grant%v = %v while the grant is missing, want 1", missing, got)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), grant) {
+		t.Fatalf("no error line names %q:\n%s", grant, logs.String())
+	}
+
+	s.Grant(t, grants[1])
+	start = time.Now()
+	waitReady(t, m)
+	t.Logf("ready %s after the grant", time.Since(start).Round(time.Millisecond))
+	holdReadiness(t, m, "", 2*materializer.DeniedRecheck)
+	if got := metricValue(t, h, "fencegate_materializer_kafka_missing_grant", missing); got != 0 {
+		t.Fatalf("fencegate_materializer_kafka_missing_grant%v = %v once granted, want 0", missing, got)
+	}
+}
+
+// holdReadiness calls m.Ready every 50 ms for d: each call must fail naming
+// want, or, with want empty, pass.
+func holdReadiness(t *testing.T, m *materializer.Materializer, want string, d time.Duration) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := m.Ready(ctx)
+		cancel()
+		switch {
+		case want == "" && err != nil:
+			t.Fatalf("Ready failed while granted: %v", err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Fatalf("Ready while %q is missing: %v, want it to name the grant at every call", want, err)
+		}
+	}
+}
+
+// waitReady polls m.Ready until it passes; the deadline bounds only a
+// failure.
+func waitReady(t *testing.T, m *materializer.Materializer) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for ; time.Now().Before(deadline); <-tick.C {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = m.Ready(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	t.Fatalf("Ready after the grant came back: %v", err)
+}
+
+// syncBuffer is a bytes.Buffer a logger and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
