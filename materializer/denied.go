@@ -80,7 +80,14 @@ func (m *Materializer) askDenied(ctx context.Context) {
 }
 
 func (m *Materializer) missing(ctx context.Context) error {
-	opts, err := m.cfg.Kafka.KgoOpts()
+	return askGrants(ctx, m.cfg.Kafka, "", m.grants())
+}
+
+// askGrants asks the cluster over conn which of grants its principal
+// lacks (kafkaconn.Missing; probeID for a transactional id's), for at most
+// askTimeout.
+func askGrants(ctx context.Context, conn kafkaconn.Config, probeID string, grants []kafkaconn.Grant) error {
+	opts, err := conn.KgoOpts()
 	if err != nil {
 		return err
 	}
@@ -89,10 +96,13 @@ func (m *Materializer) missing(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
-	return kafkaconn.Missing(ctx, cl, m.cfg.Kafka.Principal(), "", m.grants())
+	return kafkaconn.Missing(ctx, cl, conn.Principal(), probeID, grants)
 }
+
+// askTimeout bounds one askGrants.
+const askTimeout = 10 * time.Second
 
 // deniedRecheck is how often Run asks again while refused.
 const deniedRecheck = 5 * time.Second
