@@ -35,14 +35,18 @@ func (m *Materializer) grants() []kafkaconn.Grant {
 // noteDenied reports whether a consumer error is the cluster's authorizer
 // refusing the materializer's principal, and if so asks for the next
 // question to the cluster (askDue) and keeps the error in case the
-// cluster cannot be asked.
-func (m *Materializer) noteDenied(e kafka.Error) bool {
-	var g kafkaconn.Grant
+// cluster cannot be asked. topic is the partition's whose fetch failed,
+// "" for an error event (which names none: the first route's stands in).
+func (m *Materializer) noteDenied(e kafka.Error, topic string) bool {
+	grants := m.grants()
+	g := grants[len(grants)-1] // the group's
 	switch e.Code() {
 	case kafka.ErrTopicAuthorizationFailed:
-		g = m.grants()[0]
+		g = grants[0]
+		if topic != "" {
+			g.Name = topic
+		}
 	case kafka.ErrGroupAuthorizationFailed:
-		g = m.grants()[len(m.grants())-1]
 	default:
 		return false
 	}

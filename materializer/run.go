@@ -123,7 +123,7 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 			// message carrying it, not a record.
 			if err := e.TopicPartition.Error; err != nil {
 				var kerr kafka.Error
-				if !errors.As(err, &kerr) || !m.noteDenied(kerr) {
+				if !errors.As(err, &kerr) || !m.noteDenied(kerr, topicName(e.TopicPartition.Topic)) {
 					m.log.Warn("consumer error", "error", err)
 				}
 				continue
@@ -139,7 +139,7 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 			if e.IsFatal() {
 				return nil, e
 			}
-			if m.noteDenied(e) {
+			if m.noteDenied(e, "") {
 				continue
 			}
 			m.log.Warn("consumer error", "error", e)
@@ -235,4 +235,12 @@ func (m *Materializer) updateLag(c *kafka.Consumer, next map[partitionKey]int64)
 			m.lag[key] = max(high-off, 0)
 		}
 	}
+}
+
+// topicName is *topic, "" when librdkafka gave none.
+func topicName(topic *string) string {
+	if topic == nil {
+		return ""
+	}
+	return *topic
 }
