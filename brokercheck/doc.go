@@ -26,6 +26,10 @@
 //	transactional.id.expiration.ms   against the longest idle (--park-after)
 //	transaction.partition.verification.enable
 //	acls                   the principal's ACLs against docs/managed-kafka.md
+//	grants                 the principal may do what the gateway does: Write in
+//	                       each route topic's authorized operations and an
+//	                       InitProducerId under the prefix (Grants; serve
+//	                       refuses to start without them)
 //	cleanup                only when the scratch topic could not be deleted
 //
 // Statuses: PASS, WARN (safe as far as fencegate is concerned but worth a

@@ -23,6 +23,7 @@ func Verify(ctx context.Context, cfg Config) Report {
 			Fix: "check the connection settings (docs/security.md)"}}
 	}
 	rep.Results = append(rep.Results, settings...)
+	rep.Results = append(rep.Results, grantsResult(ctx, cfg))
 	rep.Took = time.Since(start).Round(10 * time.Millisecond).String()
 	return rep
 }

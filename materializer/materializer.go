@@ -197,9 +197,11 @@ type Materializer struct {
 	lag      map[partitionKey]int64
 	running  atomic.Bool
 	met      *metrics
-	// denied is the consumer's last authorization refusal (noteDenied).
+	// denied is the grants the cluster last refused (askDenied), hint a
+	// refusal of librdkafka's not yet asked about (noteDenied).
 	deniedMu sync.Mutex
-	denied   error
+	denied   *kafkaconn.MissingGrantError
+	hint     atomic.Pointer[kafkaconn.MissingGrantError]
 	fenceMu  sync.Mutex
 	fences   map[string]int64 // lease -> highest token on any partition, as committed by this instance
 	// ready serves /readyz from a cached Ready (FM43).

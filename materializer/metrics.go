@@ -50,7 +50,7 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 		return nil, err
 	}
 	if x.refused, err = meter.Int64Counter("fencegate.materializer.kafka.refused", metric.WithUnit("{error}"),
-		metric.WithDescription("Consumer errors that are the cluster's authorizer refusing the materializer's principal: an ACL docs/security.md lists is missing (FM107).")); err != nil {
+		metric.WithDescription("The cluster's answers refusing the materializer's principal a grant docs/security.md lists: one at start and one at each recheck while refused (FM107, FM110).")); err != nil {
 		return nil, err
 	}
 	x.refused.Add(context.Background(), 0)
@@ -66,6 +66,11 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 	}
 	lag, err := meter.Int64ObservableGauge("fencegate.materializer.lag", metric.WithUnit("{record}"),
 		metric.WithDescription("High watermark minus the next offset to apply, per partition."))
+	if err != nil {
+		return nil, err
+	}
+	missing, err := meter.Int64ObservableGauge("fencegate.materializer.kafka.missing_grant", metric.WithUnit("{grant}"),
+		metric.WithDescription("1 for each grant docs/security.md lists that the cluster's last answer refused the materializer's principal, 0 for the others (FM107, FM110)."))
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +91,7 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 				o.ObserveInt64(fence, fences[lease], metric.WithAttributes(attribute.String("fencegate.lease", lease)))
 			}
 		}
+		m.observeMissing(o, missing)
 		if t := m.trustedSink(); t != nil {
 			t.mu.Lock()
 			for k, v := range t.lag {
@@ -99,8 +105,24 @@ func newMetrics(mp metric.MeterProvider, m *Materializer) (*metrics, error) {
 			o.ObserveInt64(lag, v, metric.WithAttributes(lagAttrs(k)...))
 		}
 		return nil
-	}, fence, omitted, lag)
+	}, fence, omitted, lag, missing)
 	return &x, err
+}
+
+// observeMissing observes 1 for each of the ledger sink's grants the
+// cluster refused, 0 for the others.
+func (m *Materializer) observeMissing(o metric.Observer, g metric.Int64ObservableGauge) {
+	if m.pool == nil {
+		return // no ledger sink
+	}
+	refused := m.deniedErr()
+	for _, want := range m.grants() {
+		v := int64(0)
+		if refused != nil && slices.Contains(refused.Grants, want) {
+			v = 1
+		}
+		o.ObserveInt64(g, v, metric.WithAttributes(attribute.String("grant", want.String())))
+	}
 }
 
 // lagAttrs are the lag gauge's attributes of partition k, and extra.

@@ -49,7 +49,7 @@ func (m *Materializer) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(chunks) == 0 && m.deniedErr() != nil && time.Since(asked) > deniedRecheck {
+		if m.askDue(asked) {
 			m.askDenied(ctx)
 			asked = time.Now()
 		}
@@ -123,12 +123,11 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 			// message carrying it, not a record.
 			if err := e.TopicPartition.Error; err != nil {
 				var kerr kafka.Error
-				if !errors.As(err, &kerr) || !m.noteDenied(kerr) {
+				if !errors.As(err, &kerr) || !m.noteDenied(kerr, topicName(e.TopicPartition.Topic)) {
 					m.log.Warn("consumer error", "error", err)
 				}
 				continue
 			}
-			m.clearDenied()
 			key := partitionKey{*e.TopicPartition.Topic, e.TopicPartition.Partition}
 			if int64(e.TopicPartition.Offset) >= next[key] {
 				out[key] = append(out[key], e)
@@ -140,7 +139,7 @@ func (m *Materializer) poll(c *kafka.Consumer, next map[partitionKey]int64) (map
 			if e.IsFatal() {
 				return nil, e
 			}
-			if m.noteDenied(e) {
+			if m.noteDenied(e, "") {
 				continue
 			}
 			m.log.Warn("consumer error", "error", e)
@@ -236,4 +235,12 @@ func (m *Materializer) updateLag(c *kafka.Consumer, next map[partitionKey]int64)
 			m.lag[key] = max(high-off, 0)
 		}
 	}
+}
+
+// topicName is *topic, "" when librdkafka gave none.
+func topicName(topic *string) string {
+	if topic == nil {
+		return ""
+	}
+	return *topic
 }

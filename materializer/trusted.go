@@ -11,6 +11,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/kafkaconn"
 )
@@ -189,8 +191,14 @@ func (t *TrustedSink) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := t.checkGrants(ctx, t.inputGrants()); err != nil {
+		return err
+	}
 	topics, err := t.ensureTopics(ctx)
 	if err != nil {
+		return err
+	}
+	if err := t.checkGrants(ctx, t.outputGrants()); err != nil {
 		return err
 	}
 	c, err := t.newConsumer()
@@ -406,18 +414,61 @@ func (t *TrustedSink) closeParts() {
 	}
 }
 
+// The trusted sink's grants (docs/managed-kafka.md), proved at start
+// (FM111): librdkafka answers a group or a topic it may not use with
+// error events and retries, so without this the sink ran, ready, and
+// committed nothing. inputGrants are asked before its topics are made,
+// outputGrants after (a topic not made yet has no rights to report);
+// Create is judged by the creation itself (ensureTopic).
+
+// inputGrants: Read on each lease topic and on the group, Write on the
+// transactional ids (prefixed).
+func (t *TrustedSink) inputGrants() []kafkaconn.Grant {
+	var out []kafkaconn.Grant
+	for _, topic := range t.leaseTopics() {
+		out = append(out, kafkaconn.Grant{Op: kmsg.ACLOperationRead, Resource: kmsg.ACLResourceTypeTopic, Name: topic})
+	}
+	return append(out,
+		kafkaconn.Grant{Op: kmsg.ACLOperationRead, Resource: kmsg.ACLResourceTypeGroup, Name: t.GroupID()},
+		kafkaconn.Grant{Op: kmsg.ACLOperationWrite, Resource: kmsg.ACLResourceTypeTransactionalId, Name: t.TransactionalIDPrefix(), Prefixed: true})
+}
+
+// outputGrants: Write and Read on each lease topic's T.trusted, prefixed
+// (which covers its receipts and state topics); asked of T.trusted.
+func (t *TrustedSink) outputGrants() []kafkaconn.Grant {
+	var out []kafkaconn.Grant
+	for _, topic := range t.leaseTopics() {
+		trusted, _, _ := t.Topics(topic)
+		for _, op := range []kmsg.ACLOperation{kmsg.ACLOperationWrite, kmsg.ACLOperationRead} {
+			out = append(out, kafkaconn.Grant{Op: op, Resource: kmsg.ACLResourceTypeTopic, Name: trusted, Prefixed: true})
+		}
+	}
+	return out
+}
+
+// checkGrants stops the sink, naming the principal and each grant the
+// cluster refused; a cluster that gives no answer about rights is logged
+// and the sink goes on (its first use then fails with the broker's own
+// error).
+func (t *TrustedSink) checkGrants(ctx context.Context, grants []kafkaconn.Grant) error {
+	err := askGrants(ctx, t.m.cfg.Kafka, t.TransactionalIDPrefix()+"~grants", grants)
+	switch {
+	case errors.Is(err, kafkaconn.ErrMissingGrant):
+		return fmt.Errorf("trusted sink: %w", err)
+	case err != nil:
+		t.log.Warn("trusted sink: grants not checked", "error", err)
+	}
+	return nil
+}
+
+// leaseTopics are the routes' topics, each once.
+func (t *TrustedSink) leaseTopics() []string { return t.m.topics() }
+
 // ensureTopics creates the sink's missing topics with the partitions of
 // their lease topic (the state topic compacted) and refuses one that has
 // another count; it returns the lease topics to consume.
 func (t *TrustedSink) ensureTopics(ctx context.Context) ([]string, error) {
-	var leaseTopics []string
-	seen := map[string]bool{}
-	for _, r := range t.m.router.Routes() {
-		if !seen[r.Topic] {
-			seen[r.Topic] = true
-			leaseTopics = append(leaseTopics, r.Topic)
-		}
-	}
+	leaseTopics := t.leaseTopics()
 	conn := t.m.cfg.Kafka
 	for _, topic := range leaseTopics {
 		n, err := conn.TopicPartitions(ctx, topic)
@@ -426,7 +477,7 @@ func (t *TrustedSink) ensureTopics(ctx context.Context) ([]string, error) {
 		}
 		trusted, receipts, state := t.Topics(topic)
 		for _, out := range []string{trusted, receipts, state} {
-			if err := t.ensureTopic(ctx, conn, out, n, out == state); err != nil {
+			if err := t.ensureTopic(ctx, conn, out, trusted, n, out == state); err != nil {
 				return nil, err
 			}
 		}
@@ -434,7 +485,9 @@ func (t *TrustedSink) ensureTopics(ctx context.Context) ([]string, error) {
 	return leaseTopics, nil
 }
 
-func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, topic string, partitions int32, compact bool) error {
+// ensureTopic makes topic unless it exists with partitions; base is the
+// prefix its Create grant names.
+func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, topic, base string, partitions int32, compact bool) error {
 	have, err := conn.TopicPartitions(ctx, topic)
 	if err == nil {
 		if have != partitions {
@@ -450,7 +503,12 @@ func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, to
 	if compact {
 		configs = map[string]string{"cleanup.policy": "compact"}
 	}
-	if err := conn.CreateTopic(ctx, topic, partitions, configs); err != nil {
+	err = conn.CreateTopic(ctx, topic, partitions, configs)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		create := kafkaconn.Grant{Op: kmsg.ACLOperationCreate, Resource: kmsg.ACLResourceTypeTopic, Name: base, Prefixed: true}
+		return fmt.Errorf("trusted sink: %w (%w)", &kafkaconn.MissingGrantError{Principal: conn.Principal(), Grants: []kafkaconn.Grant{create}}, err)
+	}
+	if err != nil {
 		return fmt.Errorf("trusted sink: %w", err)
 	}
 	t.log.Info("trusted sink: created topic", "topic", topic, "partitions", partitions, "compacted", compact)

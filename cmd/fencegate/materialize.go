@@ -75,7 +75,7 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 		return err
 	}
 	conn := f.kafkaConn()
-	if _, err := checkKafka(ctx, conn, router, log); err != nil {
+	if _, err := checkKafka(ctx, conn, router, nil, log); err != nil {
 		return err
 	}
 	postgres, kafkaSink, err := parseSinks(f.sinks)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fencegate/fencegate/brokercheck"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
 	"github.com/fencegate/fencegate/txnmap"
@@ -20,13 +21,42 @@ const probeTimeout = 10 * time.Second
 // have (FM31): with more, the first acquire of a lease beyond the topic
 // fails at Kafka ("Unknown partition"); with fewer, partitions stay
 // unused and the materializer never reads them. A cluster not reachable
-// yet is logged and the counts go unchecked.
-func checkKafka(ctx context.Context, conn kafkaconn.Config, router *txnmap.Router, log *slog.Logger) (reachable bool, err error) {
+// yet is logged and the counts go unchecked. grants, when not nil, runs
+// between the two: a principal without a grant is named before a topic it
+// may not describe reads as a missing topic.
+func checkKafka(ctx context.Context, conn kafkaconn.Config, router *txnmap.Router, grants func(context.Context) error, log *slog.Logger) (reachable bool, err error) {
 	reachable, err = probeKafka(ctx, conn, log)
 	if err != nil || !reachable {
 		return reachable, err
 	}
+	if grants != nil {
+		if err := grants(ctx); err != nil {
+			return true, err
+		}
+	}
 	return true, checkTopics(ctx, conn, router)
+}
+
+// gatewayGrants is serve's check of its grants at start (FM112): it
+// refuses to start, naming the principal and each grant the cluster
+// refused (brokercheck.Grants), rather than start and answer every
+// acquire 503. A cluster that gives no answer about rights is logged; the
+// gateway's readiness asks again (FM106).
+func gatewayGrants(conn kafkaconn.Config, router *txnmap.Router, log *slog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		defer cancel()
+		err := brokercheck.Grants(ctx, brokerConfig(conn, router, 0, 0))
+		switch {
+		case errors.Is(err, kafkaconn.ErrMissingGrant):
+			return fmt.Errorf("refusing to start: %w", err)
+		case errors.Is(err, kafkaconn.ErrHandshake):
+			return err
+		case err != nil:
+			log.Warn("the gateway's grants not checked; readiness asks again", "error", err)
+		}
+		return nil
+	}
 }
 
 // checkTopics compares every route's partition count with its topic's.

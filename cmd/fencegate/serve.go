@@ -189,7 +189,7 @@ func serve(ctx context.Context, f serveFlags, log *slog.Logger, ready chan<- str
 		return err
 	}
 	conn := f.kafkaConn()
-	reachable, err := checkKafka(ctx, conn, router, log)
+	reachable, err := checkKafka(ctx, conn, router, gatewayGrants(conn, router, log), log)
 	if err != nil {
 		return err
 	}

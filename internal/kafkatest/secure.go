@@ -178,6 +178,11 @@ func (a ACL) String() string {
 	return fmt.Sprintf("User:%s %s on %s %s (%s)", a.Principal, a.Operation, a.Resource, a.Name, pat)
 }
 
+// Grant is the grant a gives, as fencegate names it to operators.
+func (a ACL) Grant() kafkaconn.Grant {
+	return kafkaconn.Grant{Op: a.Operation, Resource: a.Resource, Name: a.Name, Prefixed: a.Prefixed}
+}
+
 func (a ACL) pattern() kmsg.ACLResourcePatternType {
 	if a.Prefixed {
 		return kmsg.ACLResourcePatternTypePrefixed
