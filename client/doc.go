@@ -145,6 +145,16 @@
 // which gateways that predate checkpoints refuse (invalid_request) rather
 // than drop the checkpoint; batches without one stay in version 1.
 //
+// # What it must never do
+//
+// The package must never import anything but the standard library and its
+// own wire format (package wire), nor speak to Kafka or Postgres: HTTP
+// only. It must never send the bearer token anywhere Config.HolderHosts
+// does not allow or from https to http, start a produce attempt after a
+// lease's local deadline, or retry a batch under another batch id; and no
+// safety property may depend on it, since the gateway's fence and the
+// ledger hold whatever a worker does.
+//
 // # Codes
 //
 // Switch on ErrorCode(err), never on Problem.Detail. The Code constants are

@@ -14,8 +14,8 @@ import (
 // These tests run on an Apache Kafka broker of their own
 // (kafkatest.StartApache, deploy/dev/kafka.sh), for the faults that would
 // break the shared broker: each is a place where Apache Kafka and the
-// embedded broker differ (docs/failure-modes.md, "Where Apache Kafka and
-// the embedded broker differ").
+// embedded broker differ (docs/testing.md, "Apache Kafka and the embedded
+// broker").
 
 // apacheBundle is a bundle whose broker is an Apache Kafka of the test's own.
 func apacheBundle(t *testing.T, o kafkatest.ApacheOptions) (*testBundle, *kafkatest.Apache) {
@@ -154,7 +154,7 @@ func expiringBroker(t *testing.T) (*testBundle, *kafkatest.Apache) {
 // The broker never reuses a producer id, so a producer of a forgotten id
 // is refused by the coordinator (the id now maps to another producer, or
 // to none) and by the partitions' transaction verification: the fence
-// holds without the epoch bump. docs/failure-modes.md FM76 says so, with
+// holds without the epoch bump. docs/testing.md FM76 says so, with
 // the limit.
 func TestFM76_ExpiredTransactionalIDKeepsTheFence(t *testing.T) {
 	t.Parallel()

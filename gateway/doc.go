@@ -67,6 +67,19 @@
 //     the local deadline (request start + TTL, monotonic clock) is never
 //     later than the database's expiry.
 //
+// # What it must never do
+//
+// The gateway must never answer 201 to an acquire before the epoch bump
+// and the barrier committed and the grant was confirmed current (I4);
+// never build a producer for a fenced token, fall back to a
+// non-transactional one or use another transactional id (FM07); never tell
+// a worker a definite refusal for a batch whose commit was requested
+// (settle, FM25); never call Postgres on a live session's produce path
+// (FM20); never send the replicas' credential outside the fleet (FM88).
+// It shares no acceptance code with the ledger: it imports neither the
+// materializer nor the load harness, so defence in depth shares no code
+// path with what it defends against.
+//
 // Errors are RFC 9457 problem+json with a stable code; statusOf is the one
 // code-to-status mapping and toError the one error-to-code mapping.
 package gateway

@@ -393,7 +393,7 @@ func TestFM65_LeadersAndCoordinatorsMoveUnderLoad(t *testing.T) {
 // transaction before its barrier; every batch acknowledged before the
 // restart is still in the log after it, and the worker's next generation
 // commits the rest. (Killed with SIGKILL instead, kfake loses the open
-// transaction: docs/failure-modes.md, "Not modelled by the development
+// transaction: docs/testing.md, "Not modelled by the development
 // broker".)
 func TestFM66_BrokerRestartedMidTransaction(t *testing.T) {
 	t.Parallel()

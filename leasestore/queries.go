@@ -258,14 +258,14 @@ const qEvents = `SELECT ` + eventColumns + `
 // the bounds of the statement's snapshot: the relay's read. Event ids are
 // allocated in order (CACHE 1) but may commit out of order, so a missing
 // id is either in flight or rolled back; EventsAfter's caller tells which
-// from the snapshots (gateway/watch.go, settled).
+// from the snapshots (gateway/relay.go, settle).
 const qEventsAfter = `
 SELECT ` + eventColumns + `, pg_snapshot_xmin(pg_current_snapshot())::text::bigint,
        pg_snapshot_xmax(pg_current_snapshot())::text::bigint
   FROM lease_events WHERE id > $1 ORDER BY id LIMIT $2`
 
 // qSnapshot is the bounds of the current snapshot: transactions below
-// xmin are all finished (gateway/watch.go, settled).
+// xmin are all finished (gateway/relay.go, settle).
 const qSnapshot = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`
 
 // qEventsRange reads the events in ids ($3, $4] of the names in the

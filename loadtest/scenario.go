@@ -14,6 +14,11 @@
 // (stack.WithBalancer) the workers are SDK workers (package client) whose
 // base URL is the balancer, and the report adds the re-serve gaps and the
 // worker-visible errors of the replica faults (report.BalancedFigures).
+//
+// No production package may import it (the fencegate binary reaches it only
+// through its loadtest commands), and its checks must never pass a run on
+// what they did not read: a check that checked nothing, or a figure nothing
+// explains, fails the run (FM94, FM95).
 package loadtest
 
 import (

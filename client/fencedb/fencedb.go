@@ -50,6 +50,10 @@
 // also asks Postgres for its transaction's fate when the callback ended
 // it (txid_current, txid_status); elsewhere that needs its own query.
 //
+// Check must never let a token below the resource's fence through, and
+// never judge outside the caller's transaction: a check apart from its
+// write is not a fence.
+//
 // The package uses the standard library only (database/sql): any driver
 // works, pgx's stdlib driver among them.
 package fencedb

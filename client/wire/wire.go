@@ -27,6 +27,11 @@
 // has one encoding. Decode checks every length against
 // the bytes left before it slices or allocates, so a body cannot make the
 // decoder allocate more than a small multiple of its own size.
+//
+// Decode must never slice or allocate past the bytes it was given nor
+// accept two encodings of one batch, and the package must never import
+// anything outside the standard library: the SDK and the gateway both
+// link it.
 package wire
 
 import (

@@ -8,4 +8,10 @@
 // both the Markdown and the HTML, never as a 0 or a -1. The invariants'
 // names and statements are written once (Invariants), as docs/design.md
 // states them. It imports nothing of fencegate.
+//
+// A report must never show a figure it did not measure as a number, nor
+// pass a run that asked for load when a check checked nothing
+// (Report.Failures, FM94); and the package must never import anything of
+// fencegate, so scripts and other tools can read its JSON without the
+// gateway.
 package report

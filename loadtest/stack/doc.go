@@ -17,6 +17,9 @@
 // binary's own commands: serve, materialize, and the hidden CommandDevBroker
 // and CommandBaseline, implemented in one file, cmd/fencegate/hidden.go.
 //
+// It must never target anything but loopback, put a secret in a child's
+// argv, or leave a process it started running after Close.
+//
 // No production package imports it; `fencegate loadtest` and the tests of
 // cmd/fencegate and loadtest do.
 package stack
