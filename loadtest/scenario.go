@@ -125,6 +125,14 @@ type Scenario struct {
 	// order. The naive baseline then runs stateful too, keeping its resume
 	// point outside its writes. Needs the materializer (the ledger).
 	Stateful bool `yaml:"stateful"`
+	// BrokerFaultEvery strikes the broker faults (BrokerFaultKinds), one
+	// at a time and in turn, on the harness's own three-node Apache Kafka
+	// cluster (stack.SeparateOptions.KafkaCluster): each this long after
+	// the last was judged. 0: off.
+	BrokerFaultEvery time.Duration `yaml:"broker_fault_every"`
+	// BrokerFaultRounds ends the gateway phase after this many rounds of
+	// the broker faults (Duration still bounds it). 0: Duration decides.
+	BrokerFaultRounds int `yaml:"broker_fault_rounds"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
@@ -179,6 +187,7 @@ func (s Scenario) faults() []string {
 		{s.RollingRestart, "a rolling restart"},
 		{s.KillMaterializerEvery > 0, "materializer kills"},
 		{s.TrustedRebalanceEvery > 0, "trusted sink rebalances"},
+		{s.BrokerFaultEvery > 0, "broker faults"},
 	} {
 		if f.on {
 			out = append(out, f.name)
@@ -240,6 +249,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("kill_gateway_after must be inside the duration")
 	case s.DrainReplicaAfter < 0 || s.DrainReplicaAfter >= s.Duration && s.DrainReplicaAfter != 0:
 		return errors.New("drain_replica_after must be inside the duration")
+	case s.BrokerFaultEvery < 0 || s.BrokerFaultRounds < 0 || s.BrokerFaultRounds > 0 && s.BrokerFaultEvery == 0:
+		return errors.New("broker_fault_every must be >= 0, and broker_fault_rounds >= 0 with broker_fault_every")
 	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0 || s.KillMaterializerEvery < 0 || s.TrustedRebalanceEvery < 0:
 		return errors.New("freeze_replica_every, kill_replica_every, kill_materializer_every and trusted_rebalance_every must be >= 0")
 	case s.FreezeReplicaEvery > 0 && (s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute):

@@ -91,6 +91,11 @@ type SeparateOptions struct {
 	// BrokerPID, with Brokers, is the external broker's pid, sampled as
 	// report.ProcBroker like a child (0: not sampled).
 	BrokerPID int
+	// KafkaCluster starts a three-node Apache Kafka cluster of the
+	// harness's own (kafka.sh cluster, every node behind a fault proxy;
+	// KafkaCluster) and uses it as Brokers, for the broker faults of
+	// Scenario.BrokerFaultEvery.
+	KafkaCluster bool
 }
 
 // separate is what the harness needs of the children besides the gateway.
@@ -184,6 +189,11 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	cfg, err := writeChildConfig(s)
 	if err != nil {
 		return nil, err
+	}
+	if opts.KafkaCluster {
+		if err := s.startCluster(&opts); err != nil {
+			return nil, err
+		}
 	}
 	sep := &separate{exe: exe, cfg: cfg, opts: opts}
 	if sep.procs, err = s.openBroker(ctx, exe, cfg, opts); err != nil {
