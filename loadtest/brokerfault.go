@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,6 +102,33 @@ func BrokerFaultKinds() []string {
 	return out
 }
 
+func (s *Scenario) validateBrokerFaults() error {
+	kinds := BrokerFaultKinds()
+	for _, k := range s.BrokerFaults {
+		if !slices.Contains(kinds, k) {
+			return fmt.Errorf("broker_faults: %q is not one of %v", k, kinds)
+		}
+	}
+	switch {
+	case s.BrokerFaultEvery < 0 || s.BrokerFaultRounds < 0:
+		return errors.New("broker_fault_every and broker_fault_rounds must be >= 0")
+	case s.BrokerFaultEvery == 0 && (s.BrokerFaultRounds > 0 || len(s.BrokerFaults) > 0):
+		return errors.New("broker_fault_rounds and broker_faults need broker_fault_every")
+	}
+	return nil
+}
+
+// strikes are the scenario's broker faults, in order.
+func (s Scenario) strikes() []brokerFault {
+	var out []brokerFault
+	for _, f := range brokerFaults {
+		if len(s.BrokerFaults) == 0 || slices.Contains(s.BrokerFaults, f.kind) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // killNode sends SIGKILL to node n (found with err) and heals by starting
 // it again.
 func killNode(c *kafkadev.Cluster, n int, err error) (func() error, error) {
@@ -161,7 +189,7 @@ func (r *runner) brokerFaults(faultCtx, phaseCtx context.Context, wg *sync.WaitG
 			if faultCtx.Err() != nil || !r.brokerFault(faultCtx, phaseCtx, c, adm, i) {
 				return
 			}
-			if r.sc.BrokerFaultRounds > 0 && i+1 == r.sc.BrokerFaultRounds*len(brokerFaults) {
+			if r.sc.BrokerFaultRounds > 0 && i+1 == r.sc.BrokerFaultRounds*len(r.sc.strikes()) {
 				endPhase()
 				return
 			}
@@ -174,7 +202,8 @@ func (r *runner) brokerFaults(faultCtx, phaseCtx context.Context, wg *sync.WaitG
 // be whole and judges the fleet's recovery. It returns false when the
 // faults must stop: the cluster never became whole.
 func (r *runner) brokerFault(faultCtx, phaseCtx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, i int) bool {
-	f := brokerFaults[i%len(brokerFaults)]
+	strikes := r.sc.strikes()
+	f := strikes[i%len(strikes)]
 	busy, err := r.stack.Router.Resolve(fmt.Sprintf("shard:%d", i%r.sc.Leases))
 	if err != nil {
 		r.brokerFaultError(f.kind, err)
@@ -212,7 +241,7 @@ func (r *runner) countBrokerFault(kind string, i int) {
 	r.bf.mu.Lock()
 	defer r.bf.mu.Unlock()
 	r.bf.rep.Faults[kind]++
-	r.bf.rep.Rounds = (i + 1) / len(brokerFaults)
+	r.bf.rep.Rounds = (i + 1) / len(r.sc.strikes())
 }
 
 func (r *runner) brokerFaultError(kind string, err error) {
@@ -229,6 +258,10 @@ func (r *runner) judgeBrokerFault(kind string, toWhole, served time.Duration, ok
 	defer r.bf.mu.Unlock()
 	b := r.bf.rep
 	b.WholeMaxSeconds = max(b.WholeMaxSeconds, toWhole.Seconds())
+	if r.opts.Progress != nil {
+		fmt.Fprintf(r.opts.Progress, "\nbroker fault %s: cluster whole after %s, every lease served %s after that (within one TTL: %v)\n",
+			kind, toWhole.Round(time.Millisecond), served.Round(time.Millisecond), ok)
+	}
 	switch {
 	case ok:
 		b.ServedMaxSeconds = max(b.ServedMaxSeconds, served.Seconds())

@@ -133,6 +133,9 @@ type Scenario struct {
 	// BrokerFaultRounds ends the gateway phase after this many rounds of
 	// the broker faults (Duration still bounds it). 0: Duration decides.
 	BrokerFaultRounds int `yaml:"broker_fault_rounds"`
+	// BrokerFaults are the kinds that strike, in BrokerFaultKinds' order
+	// (empty: all of them).
+	BrokerFaults []string `yaml:"broker_faults"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
@@ -220,6 +223,9 @@ func (s *Scenario) Validate() error {
 	if err := s.validateNetFault(); err != nil {
 		return err
 	}
+	if err := s.validateBrokerFaults(); err != nil {
+		return err
+	}
 	switch {
 	case s.MixedFleet && (s.StateDuration < s.TTL || s.StateDuration > time.Hour):
 		return errors.New("state_duration must be in [ttl, 1h]")
@@ -249,8 +255,6 @@ func (s *Scenario) Validate() error {
 		return errors.New("kill_gateway_after must be inside the duration")
 	case s.DrainReplicaAfter < 0 || s.DrainReplicaAfter >= s.Duration && s.DrainReplicaAfter != 0:
 		return errors.New("drain_replica_after must be inside the duration")
-	case s.BrokerFaultEvery < 0 || s.BrokerFaultRounds < 0 || s.BrokerFaultRounds > 0 && s.BrokerFaultEvery == 0:
-		return errors.New("broker_fault_every must be >= 0, and broker_fault_rounds >= 0 with broker_fault_every")
 	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0 || s.KillMaterializerEvery < 0 || s.TrustedRebalanceEvery < 0:
 		return errors.New("freeze_replica_every, kill_replica_every, kill_materializer_every and trusted_rebalance_every must be >= 0")
 	case s.FreezeReplicaEvery > 0 && (s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute):
