@@ -300,13 +300,22 @@ func (r *runner) allAckedSince(t time.Time) bool {
 	return len(seen) >= r.sc.Leases
 }
 
-// holdWorkerFreezes turns the worker freezes off (on: true) and waits
-// until no worker is frozen or about to be, or back on.
+// holdWorkerFreezes turns the worker freezes off (on: true), calls off
+// those told and not begun (a worker that lost its lease keeps its flag
+// until it holds one again, which may be never), and waits until no
+// worker is frozen; or turns them back on.
 func (r *runner) holdWorkerFreezes(ctx context.Context, on bool) {
 	r.workerFaults.Lock()
 	r.bf.striking = on
+	if on {
+		for _, ws := range r.workers {
+			for _, w := range ws {
+				w.freeze.Store(false)
+			}
+		}
+	}
 	r.workerFaults.Unlock()
-	for on && ctx.Err() == nil && r.anyFrozen() {
+	for on && ctx.Err() == nil && r.frozenWorkers.Load() > 0 {
 		wait(ctx, 50*time.Millisecond)
 	}
 }
@@ -319,21 +328,6 @@ func (r *runner) freezeWorker() {
 	if !r.bf.striking {
 		r.pickHolder(func(w *worker) { w.freeze.Store(true) })
 	}
-}
-
-// anyFrozen says whether a worker is frozen or has been told to freeze.
-func (r *runner) anyFrozen() bool {
-	if r.frozenWorkers.Load() > 0 {
-		return true
-	}
-	for _, ws := range r.workers {
-		for _, w := range ws {
-			if w.freeze.Load() {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // brokerFaultFigures are the report's figures of the broker faults (nil:
