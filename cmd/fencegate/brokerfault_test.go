@@ -51,6 +51,9 @@ func TestBrokerFaultsLoadtestShort(t *testing.T) {
 	sc.BrokerFaults = []string{"kill-coordinator", "cut-off"}
 	rep, err := loadtest.Run(context.Background(), stk, sc, loadtest.Options{Logger: log, Progress: testWriter{t}})
 	if err != nil {
+		if rep != nil {
+			t.Log("\n" + rep.Markdown())
+		}
 		t.Fatal(err)
 	}
 	t.Log("\n" + rep.Markdown())

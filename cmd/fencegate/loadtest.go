@@ -185,6 +185,12 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Progress: stderr, Terminal: terminal, Logger: log,
 		Command: append([]string{"fencegate", "loadtest"}, args...)})
 	if err != nil {
+		if rep != nil {
+			// The figures of a run whose checks could not finish: what
+			// happened before the error, for the error's reader.
+			rep.WriteMarkdown(stdout)
+			_ = writeReports(rep, *jsonOut, *htmlOut)
+		}
 		return err
 	}
 	rep.WriteMarkdown(stdout)

@@ -33,9 +33,12 @@ type BrokerFaults struct {
 	// not served within one TTL of the cluster being whole (NotServed),
 	// after which the cluster never became whole (NotWhole), and faults
 	// that could not be applied (Errors, e.g. no coordinator found).
-	NotServed int      `json:"not_served"`
-	NotWhole  int      `json:"not_whole"`
-	Errors    []string `json:"errors,omitempty"`
+	NotServed int `json:"not_served"`
+	// Late says, for the first of the faults NotServed counts, which
+	// leases were late and when every lease was served.
+	Late     []string `json:"late,omitempty"`
+	NotWhole int      `json:"not_whole"`
+	Errors   []string `json:"errors,omitempty"`
 	// NotJudged counts faults the run's end interrupted before their
 	// judgement: a figure, not a verdict.
 	NotJudged int `json:"not_judged"`
@@ -69,7 +72,7 @@ func (b *BrokerFaults) write(w io.Writer, h History) {
 		"not served within one TTL %d, never whole %d, not applied %d, not judged %d; unknown answers %d: %d landed, %d did not (read back)\n",
 		b.Broker, b.EverySeconds, b.Rounds, faultCount(b.Faults), strings.Join(kinds, ", "), b.WholeMaxSeconds, b.ServedMaxSeconds, b.TTLSeconds,
 		b.NotServed, b.NotWhole, len(b.Errors), b.NotJudged, h.Unknown, h.UnknownLanded, h.Unknown-h.UnknownLanded)
-	for _, e := range b.Errors {
+	for _, e := range append(b.Errors, b.Late...) {
 		fmt.Fprintf(w, "- %s\n", e)
 	}
 }

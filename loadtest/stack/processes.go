@@ -119,6 +119,20 @@ func (sep *separate) setMat(c *child) {
 	sep.mat = c
 }
 
+// MaterializerLog is the end of the materializer child's log, for a
+// failure that the materializer may explain ("": no child).
+func (s *Stack) MaterializerLog() string {
+	if s.separate == nil {
+		return ""
+	}
+	s.separate.matMu.Lock()
+	defer s.separate.matMu.Unlock()
+	if s.separate.mat == nil || s.separate.mat.log == nil {
+		return ""
+	}
+	return s.separate.mat.log.String()
+}
+
 // matPID is the materializer child's pid (0: none).
 func (sep *separate) matPID() int {
 	sep.matMu.Lock()
@@ -240,6 +254,8 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 type child struct {
 	cmd  *exec.Cmd
 	addr string
+	// log is the end of its standard error (nil: not kept).
+	log *tail
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
@@ -385,7 +401,7 @@ func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sin
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, addr: addr}
+	c := &child{cmd: cmd, addr: addr, log: logTail}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {
