@@ -19,7 +19,9 @@ func TestBrokerFaultScenarioValidates(t *testing.T) {
 	}{
 		{"off", func(*Scenario) {}, true},
 		{"every kind", func(s *Scenario) { s.BrokerFaultEvery, s.BrokerFaultRounds = time.Second, 3 }, true},
-		{"two kinds", func(s *Scenario) { s.BrokerFaultEvery, s.BrokerFaults = time.Second, []string{"cut-off", "kill-coordinator"} }, true},
+		{"two kinds", func(s *Scenario) {
+			s.BrokerFaultEvery, s.BrokerFaults = time.Second, []string{"cut-off", "kill-coordinator"}
+		}, true},
 		{"an unknown kind", func(s *Scenario) { s.BrokerFaultEvery, s.BrokerFaults = time.Second, []string{"kill-everything"} }, false},
 		{"rounds without every", func(s *Scenario) { s.BrokerFaultRounds = 1 }, false},
 		{"kinds without every", func(s *Scenario) { s.BrokerFaults = []string{"cut-off"} }, false},
