@@ -19,7 +19,7 @@ REDOCLY := @redocly/cli@2.77.0
 # on two cores loaded by other work); CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: vulncheck lint-deploy help test test-python test-python-fuzz test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop chaos-kafka alerts
+.PHONY: vulncheck lint-deploy help test test-python test-python-fuzz test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop chaos-kafka loadtest-kafka-cluster loadtest-kafka-cluster-short alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} \
@@ -136,6 +136,19 @@ chaos-kafka: ## the three-node Apache Kafka cluster under ROUNDS rounds of every
 	@$(PG) start
 	FENCEGATE_TEST_DATABASE_URL="$$($(PG) url)" FENCEGATE_TEST_CLUSTER_ROUNDS=$(ROUNDS) \
 		$(GO) test -race -count=1 -v -timeout 120m -run '^TestClusterFaultsUnderLoad$$' ./gateway | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|cluster_test.go.*(round|history|answers)'
+
+loadtest-kafka-cluster: ## fencegate loadtest on a three-node Apache Kafka cluster of its own: ROUNDS rounds of the six broker faults under load, with churn, a gateway replica frozen every 60s, the materializer and the trusted topic, the usual report and checks (ROUNDS=5; reports in loadtest-kafka-cluster.{json,html})
+	@$(PG) start
+	$(GO) run ./cmd/fencegate loadtest --embedded --kafka-cluster --database-url "$$($(PG) url)" \
+		--broker-fault-every 5s --broker-fault-rounds $(ROUNDS) --duration 120m --ttl 10s \
+		--leases 8 --batch-size 20 --record-size 256 --rate 5 --freeze-replica-every 60s --trusted \
+		--direct=false --naive=false --bare-producers 0 \
+		--json loadtest-kafka-cluster.json --html loadtest-kafka-cluster.html
+
+loadtest-kafka-cluster-short: ## TestBrokerFaultsLoadtestShort: the long form's short test (a coordinator kill, a pause past the session), out of make test while FM116 is open
+	@$(PG) start
+	FENCEGATE_TEST_DATABASE_URL="$$($(PG) url)" FENCEGATE_TEST_BROKER_FAULT_LOADTEST=1 \
+		$(GO) test -race -count=1 -v -timeout 30m -run '^TestBrokerFaultsLoadtestShort$$' ./cmd/fencegate
 
 pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
 	@$(PG) start

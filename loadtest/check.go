@@ -356,5 +356,5 @@ func (r *runner) waitCaughtUp(ctx context.Context) error {
 		}
 		wait(ctx, 100*time.Millisecond)
 	}
-	return fmt.Errorf("materializer did not catch up within 2 minutes")
+	return fmt.Errorf("materializer did not catch up within 2 minutes; its log ends:\n%s", r.stack.MaterializerLog())
 }

@@ -22,6 +22,7 @@ func (r *runner) report() *report.Report {
 	}
 	st := r.st
 	rep.NetFault = r.netFaultFigures()
+	rep.BrokerFaults = r.brokerFaultFigures()
 	rep.Gateway = report.GatewayFigures{Records: st.records.Load(), Batches: st.batches.Load(), Seconds: r.phaseSeconds(),
 		Handovers: st.handovers.Load(), Fenced: st.fences.Load(), StaleAttempts: st.staleAttempts.Load(),
 		StaleRefused: st.staleRefused.Load(), Errors: st.errors.Load(),

@@ -64,6 +64,12 @@ type runner struct {
 	// trustedJoinMs is the longest join: start to both instances with
 	// partitions.
 	trustedJoinMs atomic.Int64
+	// bf are the broker faults (BrokerFaultEvery); workerFaults orders
+	// the worker freezes with them; frozenWorkers counts the workers
+	// frozen now.
+	bf            brokerFaultState
+	workerFaults  sync.Mutex
+	frozenWorkers atomic.Int64
 }
 
 // threadCount reads the process's OS threads from /proc (0 if unknown).
@@ -98,6 +104,9 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	}
 	if (sc.AmbiguityEvery > 0) && !s.InProcessBroker() {
 		return nil, stack.ErrNotEmbedded
+	}
+	if sc.BrokerFaultEvery > 0 && s.KafkaCluster() == nil {
+		return nil, errors.New("broker_fault_every needs the harness's own Apache Kafka cluster (--kafka-cluster)")
 	}
 	if sc.KillGatewayAfter > 0 && len(s.Children()) == 0 {
 		return nil, errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
@@ -182,11 +191,14 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	var faults sync.WaitGroup
 	fctx, fcancel := r.faultWindow(pctx)
 	defer fcancel()
-	r.every(pctx, &faults, r.sc.FreezeEvery, func() { r.pickHolder(func(w *worker) { w.freeze.Store(true) }) })
+	r.every(pctx, &faults, r.sc.FreezeEvery, r.freezeWorker)
 	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
 	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.HoldNextEndTxn(stack.CommitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
 	if err := r.netFaults(fctx, &faults); err != nil {
+		return err
+	}
+	if err := r.brokerFaults(fctx, pctx, &faults, cancel); err != nil {
 		return err
 	}
 	// Behind a balancer the freezes end before the run, as the other

@@ -130,6 +130,17 @@ type Scenario struct {
 	// order. The naive baseline then runs stateful too, keeping its resume
 	// point outside its writes. Needs the materializer (the ledger).
 	Stateful bool `yaml:"stateful"`
+	// BrokerFaultEvery strikes the broker faults (BrokerFaultKinds), one
+	// at a time and in turn, on the harness's own three-node Apache Kafka
+	// cluster (stack.SeparateOptions.KafkaCluster): each this long after
+	// the last was judged. 0: off.
+	BrokerFaultEvery time.Duration `yaml:"broker_fault_every"`
+	// BrokerFaultRounds ends the gateway phase after this many rounds of
+	// the broker faults (Duration still bounds it). 0: Duration decides.
+	BrokerFaultRounds int `yaml:"broker_fault_rounds"`
+	// BrokerFaults are the kinds that strike, in BrokerFaultKinds' order
+	// (empty: all of them).
+	BrokerFaults []string `yaml:"broker_faults"`
 	// Baselines to run after the gateway phase ("direct", "naive").
 	Direct bool `yaml:"direct"`
 	Naive  bool `yaml:"naive"`
@@ -184,6 +195,7 @@ func (s Scenario) faults() []string {
 		{s.RollingRestart, "a rolling restart"},
 		{s.KillMaterializerEvery > 0, "materializer kills"},
 		{s.TrustedRebalanceEvery > 0, "trusted sink rebalances"},
+		{s.BrokerFaultEvery > 0, "broker faults"},
 	} {
 		if f.on {
 			out = append(out, f.name)
@@ -214,6 +226,9 @@ func (s *Scenario) Validate() error {
 		s.DirectWorkers = 2
 	}
 	if err := s.validateNetFault(); err != nil {
+		return err
+	}
+	if err := s.validateBrokerFaults(); err != nil {
 		return err
 	}
 	switch {

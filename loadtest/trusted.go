@@ -231,7 +231,7 @@ func (r *runner) waitTrustedCaughtUp(ctx context.Context) error {
 		}
 		wait(ctx, 100*time.Millisecond)
 	}
-	return fmt.Errorf("the trusted sink did not catch up within 2 minutes")
+	return fmt.Errorf("the trusted sink did not catch up within 2 minutes; the materializer's log ends:\n%s", r.stack.MaterializerLog())
 }
 
 // caughtUp reports whether every partition's committed offset reaches

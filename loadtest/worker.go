@@ -337,6 +337,8 @@ func (w *worker) produce(ctx context.Context) {
 // frozen is the incident: stop renewing, sleep past the TTL while another
 // worker takes the lease, wake up and write with the old token.
 func (w *worker) frozen(ctx context.Context) {
+	w.r.frozenWorkers.Add(1)
+	defer w.r.frozenWorkers.Add(-1)
 	old := w.token
 	wait(ctx, w.r.sc.TTL+w.r.sc.TTL/2)
 	deadline := time.Now().Add(3 * w.r.sc.TTL)

@@ -35,6 +35,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.IntVar(&sep.BareHandovers, "bare-handovers", 0, "with --separate-processes: loops at once of the handover yardstick (new producer, InitTransactions, one-record transaction) run after the gateway phase (0: none; the gateway's --max-handovers is 16)")
 	fs.StringVar(&sep.Brokers, "separate-brokers", "", "with --separate-processes: an external Kafka cluster (Apache Kafka: deploy/dev/kafka.sh start, 127.0.0.1:9192) instead of the kfake broker child; the harness creates its topics there and keeps existing ones (delete them before the run: deploy/bench/apache.sh does)")
 	fs.IntVar(&sep.BrokerPID, "separate-broker-pid", 0, "with --separate-brokers: the broker's pid, whose CPU the report gives per phase like a child's (kafka.sh pids)")
+	fs.BoolVar(&sep.KafkaCluster, "kafka-cluster", false, "with --embedded: start a three-node Apache Kafka cluster of the harness's own (deploy/dev/kafka.sh cluster in a directory of its own, every node behind a fault proxy) and run the stack on it as --separate-processes does (implied), for --broker-fault-every")
 	fs.IntVar(&sep.BareProducers, "bare-producers", 8, "with --separate-processes: producers of the bare-producer yardstick run after the direct baseline (0: none)")
 	fs.Func("gateway-arg", "with --separate-processes: one more serve `FLAG` for the gateway child, after the harness's own (a later flag wins), e.g. --gateway-arg=--park-after=0; repeatable", func(v string) error {
 		sep.GatewayArgs = append(sep.GatewayArgs, v)
@@ -89,6 +90,12 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&sc.NetFaultLink, "net-fault-link", "all", "the links --net-fault cuts: broker (every client's broker connections), postgres (the gateway's and materializer's), or all")
 	fs.DurationVar(&sc.NetFaultEvery, "net-fault-every", 0, "how often --net-fault applies its fault (default 5 x --net-fault-for)")
 	fs.DurationVar(&sc.NetFaultFor, "net-fault-for", loadtest.DefaultNetFaultFor, "how long each --net-fault lasts")
+	fs.DurationVar(&sc.BrokerFaultEvery, "broker-fault-every", 0, "with --kafka-cluster: strike the broker faults ("+strings.Join(loadtest.BrokerFaultKinds(), ", ")+") in turn, one at a time, each this long after the last was judged (the cluster whole again, then every lease served within one TTL); 0: off")
+	fs.IntVar(&sc.BrokerFaultRounds, "broker-fault-rounds", 0, "with --broker-fault-every: end the gateway phase after this many rounds of the broker faults (--duration bounds it; 0: the duration decides)")
+	fs.Func("broker-faults", "with --broker-fault-every: the kinds that strike, comma-separated (default all: "+strings.Join(loadtest.BrokerFaultKinds(), ",")+")", func(v string) error {
+		sc.BrokerFaults = strings.Split(v, ",")
+		return nil
+	})
 	fs.BoolVar(&sc.Direct, "direct", sc.Direct, "run the direct baseline")
 	fs.BoolVar(&sc.Naive, "naive", sc.Naive, "run the naive baseline")
 	if err := parse(fs, args); err != nil {
@@ -101,6 +108,12 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if sep.KafkaCluster {
+		if !*embedded || sep.Brokers != "" {
+			return errors.New("--kafka-cluster needs --embedded (and no --separate-brokers: it starts its own)")
+		}
+		*separate = true
+	}
 	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0 || sc.KillReplicaEvery > 0 || sc.RollingRestart) && *replicas < 2 {
 		*replicas = 2
 	}
@@ -172,6 +185,12 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rep, err := loadtest.Run(ctx, stk, sc, loadtest.Options{Progress: stderr, Terminal: terminal, Logger: log,
 		Command: append([]string{"fencegate", "loadtest"}, args...)})
 	if err != nil {
+		if rep != nil {
+			// The figures of a run whose checks could not finish: what
+			// happened before the error, for the error's reader.
+			rep.WriteMarkdown(stdout)
+			_ = writeReports(rep, *jsonOut, *htmlOut)
+		}
 		return err
 	}
 	rep.WriteMarkdown(stdout)

@@ -1,48 +1,32 @@
 package kafkatest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/fencegate/fencegate/internal/netfault"
+	"github.com/fencegate/fencegate/internal/kafkadev"
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
 // Apache is an Apache Kafka broker (or a three-node cluster) of a test's
-// own, run by deploy/dev/kafka.sh in a directory of the test's: for what
-// the shared broker must not suffer (a SIGKILL, a SIGSTOP, a setting no
-// other test wants). Its processes are stopped when the test ends, and by
-// kafka.sh's watcher when the test binary dies first.
+// own, run by deploy/dev/kafka.sh in a directory of the test's
+// (internal/kafkadev): for what the shared broker must not suffer (a
+// SIGKILL, a SIGSTOP, a setting no other test wants). Its processes are
+// stopped when the test ends, and by kafka.sh's watcher when the test
+// binary dies first.
 type Apache struct {
 	*Cluster
-	t      testing.TB
-	dir    string
-	port   int
-	mode   string // "single" or "cluster"
-	config string
-	// links are the fault proxies in front of each node (Proxied): its
-	// broker listener and its controller listener.
-	proxied bool
-	links   map[int][]*netfault.Link
-	proxy   []string // FENCEGATE_KAFKA_ADVERTISED and _VOTERS
-	// secure: kafka.sh's secured broker (FENCEGATE_KAFKA_SECURE=1).
-	secure   bool
-	extraEnv []string
+	t    testing.TB
+	node *kafkadev.Cluster
 }
 
 // ApacheOptions configure StartApache.
@@ -69,23 +53,7 @@ type ApacheOptions struct {
 
 // Script returns the path of deploy/dev/kafka.sh, found by walking up
 // from the working directory to the repository's go.mod.
-func Script() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			bytes.Contains(b, []byte("module github.com/fencegate/fencegate\n")) {
-			return filepath.Join(dir, "deploy", "dev", "kafka.sh"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("kafkatest: deploy/dev/kafka.sh not found above the working directory")
-		}
-		dir = parent
-	}
-}
+func Script() (string, error) { return kafkadev.Script() }
 
 // StartApache starts an Apache Kafka of the test's own with topic made
 // (partitions partitions, the cluster's replication), and stops it when t
@@ -104,7 +72,7 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 	a.t = t
 	t.Cleanup(func() {
 		if t.Failed() {
-			for n := 1; n <= a.nodes(); n++ {
+			for n := 1; n <= a.node.Nodes(); n++ {
 				t.Logf("the test's Apache Kafka, last lines of node %d's log:\n%s", n, a.LogTail(n, 20))
 			}
 		}
@@ -117,10 +85,6 @@ func StartApache(t testing.TB, topic string, partitions int32, o ApacheOptions) 
 }
 
 func newApache(o ApacheOptions) (*Apache, error) {
-	a := &Apache{mode: "single", config: strings.Join(o.Config, "\n"), secure: o.Secure, extraEnv: o.Env, proxied: o.Proxied}
-	if o.Nodes == 3 {
-		a.mode = "cluster"
-	}
 	pattern := "fencegate-kafka-test-"
 	if o.Secure {
 		// a shared secured broker outlives every test's cleanup: its
@@ -128,44 +92,22 @@ func newApache(o ApacheOptions) (*Apache, error) {
 		// (removeStale).
 		pattern = sharedDirPrefix + strconv.Itoa(os.Getpid()) + "-"
 	}
-	dir, err := os.MkdirTemp("", pattern)
-	a.dir = dir
-	return a, err
+	node, err := kafkadev.New(kafkadev.Options{Nodes: o.Nodes, Config: o.Config, Proxied: o.Proxied,
+		Secure: o.Secure, Env: o.Env, DirPattern: pattern})
+	return &Apache{node: node}, err
 }
 
 // close stops the nodes and removes their directory.
-func (a *Apache) close() {
-	_ = a.run("stop")
-	a.closeLinks()
-	_ = os.RemoveAll(a.dir)
-}
+func (a *Apache) close() { a.node.Close() }
 
 // launch starts the nodes on free ports and makes topic.
 func (a *Apache) launch(topic string, partitions int32) error {
-	var last error
-	for range 3 {
-		a.port = freeBase(a.mode, a.secure)
-		if a.proxied {
-			if err := a.proxyNodes(); err != nil {
-				return err
-			}
-		}
-		if last = a.run(a.startVerb()); last == nil {
-			break
-		}
-		if !strings.Contains(last.Error(), "is taken by another process") {
-			return last
-		}
+	if err := a.node.Launch(); err != nil {
+		return err
 	}
-	if last != nil {
-		return last
-	}
-	brokers := a.url()
-	if a.proxied {
-		brokers = strings.TrimPrefix(a.proxy[0], "FENCEGATE_KAFKA_ADVERTISED=")
-	}
+	brokers := a.node.Brokers
 	a.Cluster = &Cluster{Brokers: brokers, Conn: kafkaconn.Config{Brokers: brokers}, Topic: topic}
-	if a.secure {
+	if a.node.Secure() {
 		a.Conn = a.SCRAM("admin")
 	}
 	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
@@ -174,116 +116,56 @@ func (a *Apache) launch(topic string, partitions int32) error {
 	return nil
 }
 
-// proxyNodes starts the fault proxies of every node for the ports of
-// a.port (those of an earlier try closed first); close closes them.
-func (a *Apache) proxyNodes() error {
-	a.closeLinks()
-	a.links = map[int][]*netfault.Link{}
-	var advertised, voters []string
-	for n := 1; n <= a.nodes(); n++ {
-		b, c := a.port+99+n, a.port+199+n
-		if a.mode == "single" {
-			b, c = a.port, a.port+1
-		}
-		for _, up := range []int{b, c} {
-			l, err := netfault.New(fmt.Sprintf("kafka-%d-%d", n, up), "127.0.0.1:"+strconv.Itoa(up))
-			if err != nil {
-				return err
-			}
-			a.links[n] = append(a.links[n], l)
-		}
-		advertised = append(advertised, a.links[n][0].Addr)
-		voters = append(voters, fmt.Sprintf("%d@%s", n, a.links[n][1].Addr))
-	}
-	a.proxy = []string{"FENCEGATE_KAFKA_ADVERTISED=" + strings.Join(advertised, ","),
-		"FENCEGATE_KAFKA_VOTERS=" + strings.Join(voters, ",")}
-	return nil
-}
-
-func (a *Apache) closeLinks() {
-	for _, ls := range a.links {
-		for _, l := range ls {
-			l.Close()
-		}
-	}
-}
-
-func (a *Apache) nodes() int {
-	if a.mode == "cluster" {
-		return 3
-	}
-	return 1
-}
-
 // Isolate drops every byte sent to node n through its proxies, both
 // ways on each connection: clients, the other brokers and the quorum can
 // no longer reach it, while its own connections to the others' proxies
 // stay (a node cut off from everyone who calls it). It needs Proxied.
 func (a *Apache) Isolate(n int) (heal func()) {
 	a.t.Helper()
-	if a.links == nil {
-		a.t.Fatal("kafkatest: Isolate needs ApacheOptions.Proxied")
+	heal, err := a.node.Isolate(n)
+	if err != nil {
+		a.t.Fatal(err)
 	}
-	var undo []func()
-	for _, l := range a.links[n] {
-		undo = append(undo, l.Blackhole(netfault.Both))
-	}
-	return func() {
-		for _, u := range undo {
-			u()
-		}
-	}
-}
-
-func (a *Apache) startVerb() string {
-	if a.mode == "cluster" {
-		return "cluster"
-	}
-	return "start"
+	return heal
 }
 
 // Start starts the nodes that are not running (after Kill or Stop) and
 // waits until they serve.
 func (a *Apache) Start() {
 	a.t.Helper()
-	if err := a.run(a.startVerb()); err != nil {
+	if err := a.node.Start(); err != nil {
 		a.t.Fatalf("kafkatest: %v", err)
 	}
 }
 
 // Kill sends SIGKILL to node n (1-3) and waits for it to end: a crash.
-func (a *Apache) Kill(n int) { a.signalAndWait(n, syscall.SIGKILL) }
+func (a *Apache) Kill(n int) { a.t.Helper(); a.must(a.node.Kill(n)) }
 
 // Stop sends SIGTERM to node n and waits for its clean shutdown.
-func (a *Apache) Stop(n int) { a.signalAndWait(n, syscall.SIGTERM) }
+func (a *Apache) Stop(n int) { a.t.Helper(); a.must(a.node.Stop(n)) }
 
 // Pause freezes node n with SIGSTOP (a broker in a long GC pause); the
 // returned function resumes it with SIGCONT.
 func (a *Apache) Pause(n int) (resume func()) {
 	a.t.Helper()
-	pid := a.Pid(n)
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		a.t.Fatal(err)
-	}
-	return func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	resume, err := a.node.Pause(n)
+	a.must(err)
+	return resume
 }
 
 // Pid returns node n's process id, failing the test when it is not running.
 func (a *Apache) Pid(n int) int {
 	a.t.Helper()
-	out, err := a.output("pids")
+	pid, err := a.node.Pid(n)
+	a.must(err)
+	return pid
+}
+
+func (a *Apache) must(err error) {
+	a.t.Helper()
 	if err != nil {
 		a.t.Fatalf("kafkatest: %v", err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == strconv.Itoa(n) {
-			pid, _ := strconv.Atoi(f[1])
-			return pid
-		}
-	}
-	a.t.Fatalf("kafkatest: node %d is not running", n)
-	return 0
 }
 
 // BrokerAddr returns node n's broker address.
@@ -293,110 +175,7 @@ func (a *Apache) BrokerAddr(n int) string {
 
 // LogTail returns the last lines of node n's server log, for a failure
 // message.
-func (a *Apache) LogTail(n, lines int) string {
-	sub := "single"
-	if a.mode == "cluster" {
-		sub = filepath.Join("cluster", "node-"+strconv.Itoa(n))
-	}
-	b, err := os.ReadFile(filepath.Join(a.dir, sub, "server.log"))
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-func (a *Apache) signalAndWait(n int, sig syscall.Signal) {
-	a.t.Helper()
-	pid := a.Pid(n)
-	if err := syscall.Kill(pid, sig); err != nil {
-		a.t.Fatal(err)
-	}
-	waitGone(pid)
-}
-
-// waitGone polls until pid no longer runs (the broker is not the test's
-// child, so there is nothing to wait on), for at most a minute.
-func waitGone(pid int) {
-	deadline := time.Now().Add(time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-		<-tick.C
-	}
-}
-
-func (a *Apache) url() string {
-	out, _ := a.output("url")
-	return strings.TrimSpace(out)
-}
-
-func (a *Apache) env() []string {
-	return append(append(append(os.Environ(), a.proxy...),
-		"FENCEGATE_KAFKA_PORT="+strconv.Itoa(a.port),
-		"FENCEGATE_KAFKA_DIR="+a.dir,
-		"FENCEGATE_KAFKA_MODE="+a.mode,
-		"FENCEGATE_KAFKA_HEAP=384m",
-		// A restart under a loaded suite can take longer than the
-		// first start's minute; a dead node still fails at once.
-		"FENCEGATE_KAFKA_START_TIMEOUT=180",
-		"FENCEGATE_KAFKA_CONFIG="+a.config,
-		"FENCEGATE_KAFKA_WATCH_PID="+strconv.Itoa(os.Getpid()),
-		"FENCEGATE_KAFKA_SECURE="+map[bool]string{true: "1", false: "0"}[a.secure],
-	), a.extraEnv...)
-}
-
-func (a *Apache) run(verb string) error {
-	_, err := a.output(verb)
-	return err
-}
-
-func (a *Apache) output(verb string) (string, error) {
-	script, err := Script()
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command("bash", script, verb)
-	cmd.Env = a.env()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kafka.sh %s: %v: %s", verb, err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
-}
-
-// freeBase picks a base port whose broker and controller ports (those
-// kafka.sh derives for mode) are free now.
-func freeBase(mode string, secure bool) int {
-	offsets := []int{0, 1}
-	if secure {
-		offsets = append(offsets, 2)
-	}
-	if mode == "cluster" {
-		offsets = []int{100, 101, 102, 200, 201, 202}
-	}
-	for {
-		base := 20000 + rand.IntN(9000)
-		if allFree(base, offsets) {
-			return base
-		}
-	}
-}
-
-func allFree(base int, offsets []int) bool {
-	for _, o := range offsets {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+o))
-		if err != nil {
-			return false
-		}
-		ln.Close()
-	}
-	return true
-}
+func (a *Apache) LogTail(n, lines int) string { return a.node.LogTail(n, lines) }
 
 // EnvApacheBrokers names the shared Apache Kafka broker of `make test`
 // (deploy/dev/kafka.sh start), PLAINTEXT on loopback, for the tests that

@@ -30,7 +30,7 @@ const (
 
 // secretDir is where kafka.sh keeps the secured broker's CA and the
 // principals' passwords and certificates.
-func (a *Apache) secretDir() string { return filepath.Join(a.dir, "secure") }
+func (a *Apache) secretDir() string { return filepath.Join(a.node.Dir, "secure") }
 
 // CAFile is the PEM CA of the secured broker's certificate.
 func (a *Apache) CAFile() string { return filepath.Join(a.secretDir(), "ca.pem") }
@@ -45,7 +45,7 @@ func (a *Apache) SCRAM(principal string) kafkaconn.Config {
 
 // MTLSBrokers is the secured broker's SSL listener that requires a client
 // certificate and takes the principal from its CN.
-func (a *Apache) MTLSBrokers() string { return "127.0.0.1:" + strconv.Itoa(a.port+2) }
+func (a *Apache) MTLSBrokers() string { return "127.0.0.1:" + strconv.Itoa(a.node.Port+2) }
 
 // MTLS is principal's connection to the mTLS listener with its
 // certificate.
@@ -142,7 +142,7 @@ func startSecure() (*Secure, error) {
 		return nil, err
 	}
 	if err := a.launch("fencegate-secure-probe", 1); err != nil {
-		b, _ := os.ReadFile(filepath.Join(a.dir, "single", "server.log"))
+		b, _ := os.ReadFile(a.node.LogFile(1))
 		a.close()
 		return nil, fmt.Errorf("%w\n%s", err, errorLines(string(b)))
 	}

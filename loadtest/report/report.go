@@ -22,10 +22,13 @@ type Report struct {
 	} `json:"invariants"`
 	Ledger LedgerCheck `json:"ledger"`
 	// Trusted checks the trusted topic (--trusted; nil: not run).
-	Trusted  *TrustedCheck  `json:"trusted,omitempty"`
-	History  History        `json:"history"`
-	NetFault *NetFault      `json:"net_fault,omitempty"`
-	Gateway  GatewayFigures `json:"gateway"`
+	Trusted  *TrustedCheck `json:"trusted,omitempty"`
+	History  History       `json:"history"`
+	NetFault *NetFault     `json:"net_fault,omitempty"`
+	// BrokerFaults are the faults of the run's Apache Kafka cluster
+	// (--kafka-cluster; nil: none).
+	BrokerFaults *BrokerFaults  `json:"broker_faults,omitempty"`
+	Gateway      GatewayFigures `json:"gateway"`
 	// Direct is the like-for-like direct baseline: its records carry the
 	// five fencegate headers the gateway stamps. DirectPlain, when run
 	// (separate processes), is the same loop without them.
@@ -340,6 +343,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		rep.sessionsLeft().Text, rep.threads("%d/%d").Text)
 	rep.writeProcesses(w)
 	rep.NetFault.write(w)
+	rep.BrokerFaults.write(w, rep.History)
 	rep.History.write(w)
 	rep.writeFleet(w)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {

@@ -29,6 +29,7 @@ func (rep *Report) failures() []string {
 	g := rep.Gateway
 	fail(g.Errors == 0 || len(rep.Scenario.Faults) > 0, "worker errors with no fault injected to explain them: %d%s", g.Errors, breakdown(g.ErrorsByCall))
 	fail(rep.NetFault == nil || rep.NetFault.Unrecovered == 0, "network fault rounds after which no batch was acknowledged: %d", unrecovered(rep.NetFault))
+	fail(rep.BrokerFaults.Pass(), "broker faults: none applied, or one not applied, never whole again, or a lease not served within one TTL after it")
 	if m := rep.Mixed; m != nil {
 		m.finish()
 		fail(m.Pass, "mixed fleet: a check failed or is missing")

@@ -44,6 +44,14 @@ func TestReportVerdictAnomalyClasses(t *testing.T) {
 		}, "worker errors with no fault injected to explain them: 2 renew transport 2", ""},
 		{"a network fault round never recovered", func(r *Report) { r.NetFault = &NetFault{Kind: "blackhole", Rounds: 3, Unrecovered: 1} },
 			"no batch was acknowledged: 1", "rounds never recovered 1"},
+		{"a lease not served within one TTL after a broker fault", func(r *Report) {
+			r.BrokerFaults = &BrokerFaults{Faults: map[string]int{"kill-leader": 1}, NotServed: 1}
+		}, "broker faults", "not served within one TTL 1"},
+		{"a cluster never whole after a broker fault", func(r *Report) {
+			r.BrokerFaults = &BrokerFaults{Faults: map[string]int{"kill-leader": 1}, NotWhole: 1}
+		}, "broker faults", "never whole 1"},
+		{"broker faults asked, none struck", func(r *Report) { r.BrokerFaults = &BrokerFaults{Faults: map[string]int{}} },
+			"broker faults", "0 faults"},
 		{"short reads", func(r *Report) { r.History.ShortReads = 1 }, "history: 1 findings", "short reads 1"},
 		{"acks without offsets", func(r *Report) { r.History.EmptyAcks = 1 }, "history: 1 findings", "acks without offsets 1"},
 		{"a batch committed in part", func(r *Report) { r.History.PartialBatches = 1 }, "history: 1 findings", "batches committed in part 1"},

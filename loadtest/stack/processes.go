@@ -91,6 +91,11 @@ type SeparateOptions struct {
 	// BrokerPID, with Brokers, is the external broker's pid, sampled as
 	// report.ProcBroker like a child (0: not sampled).
 	BrokerPID int
+	// KafkaCluster starts a three-node Apache Kafka cluster of the
+	// harness's own (kafka.sh cluster, every node behind a fault proxy;
+	// KafkaCluster) and uses it as Brokers, for the broker faults of
+	// Scenario.BrokerFaultEvery.
+	KafkaCluster bool
 }
 
 // separate is what the harness needs of the children besides the gateway.
@@ -112,6 +117,20 @@ func (sep *separate) setMat(c *child) {
 	sep.matMu.Lock()
 	defer sep.matMu.Unlock()
 	sep.mat = c
+}
+
+// MaterializerLog is the end of the materializer child's log, for a
+// failure that the materializer may explain ("": no child).
+func (s *Stack) MaterializerLog() string {
+	if s.separate == nil {
+		return ""
+	}
+	s.separate.matMu.Lock()
+	defer s.separate.matMu.Unlock()
+	if s.separate.mat == nil || s.separate.mat.log == nil {
+		return ""
+	}
+	return s.separate.mat.log.String()
 }
 
 // matPID is the materializer child's pid (0: none).
@@ -185,6 +204,11 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 	if err != nil {
 		return nil, err
 	}
+	if opts.KafkaCluster {
+		if err := s.startCluster(&opts); err != nil {
+			return nil, err
+		}
+	}
 	sep := &separate{exe: exe, cfg: cfg, opts: opts}
 	if sep.procs, err = s.openBroker(ctx, exe, cfg, opts); err != nil {
 		return nil, err
@@ -230,6 +254,8 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 type child struct {
 	cmd  *exec.Cmd
 	addr string
+	// log is the end of its standard error (nil: not kept).
+	log *tail
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
@@ -375,7 +401,7 @@ func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sin
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, addr: addr}
+	c := &child{cmd: cmd, addr: addr, log: logTail}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/fencegate/fencegate/internal/kafkadev"
 	"log/slog"
 	"net"
 	"net/url"
@@ -90,6 +91,9 @@ type Stack struct {
 	// separate: every component is a child process whose CPU and memory
 	// the harness samples (StartSeparateProcesses only).
 	separate *separate
+	// apache is the Apache Kafka cluster of SeparateOptions.KafkaCluster
+	// (nil: none).
+	apache *kafkadev.Cluster
 	// balancerKind is the load balancer in front of the children
 	// (WithBalancer; "": none), bal its process, BalancerURL its address:
 	// the workers' base URL.

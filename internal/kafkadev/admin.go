@@ -1,0 +1,161 @@
+package kafkadev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/fencegate/fencegate/kafkaconn"
+)
+
+// TransactionStateTopic is Kafka's internal topic of the transaction
+// coordinators: a coordinator is the leader of its partition.
+const TransactionStateTopic = "__transaction_state"
+
+// Admin asks the cluster who does what: which node coordinates a
+// transactional id, leads a partition, leads the KRaft quorum, and
+// whether every partition is led with its full ISR.
+type Admin struct {
+	cl *kgo.Client
+}
+
+// NewAdmin connects to the cluster's brokers; Close closes it.
+func (c *Cluster) NewAdmin() (*Admin, error) {
+	opts, err := kafkaconn.Config{Brokers: c.Brokers}.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Admin{cl: cl}, nil
+}
+
+// Close closes the admin's connections.
+func (a *Admin) Close() { a.cl.Close() }
+
+// Coordinator returns the node coordinating transactional id id
+// (FindCoordinator).
+func (a *Admin) Coordinator(ctx context.Context, id string) (int, error) {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorType, req.CoordinatorKeys = 1, []string{id}
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Coordinators) != 1 {
+		return 0, fmt.Errorf("find coordinator of %s: %d answers", id, len(resp.Coordinators))
+	}
+	if err := kerr.ErrorForCode(resp.Coordinators[0].ErrorCode); err != nil {
+		return 0, fmt.Errorf("find coordinator of %s: %w", id, err)
+	}
+	return int(resp.Coordinators[0].NodeID), nil
+}
+
+// Leader returns the node leading partition p of topic.
+func (a *Admin) Leader(ctx context.Context, topic string, p int32) (int, error) {
+	parts, err := a.partitions(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	for _, mp := range parts {
+		if mp.Partition == p && mp.Leader >= 1 {
+			return int(mp.Leader), nil
+		}
+	}
+	return 0, fmt.Errorf("partition %d of %s has no leader", p, topic)
+}
+
+// ActiveController returns the node that leads the KRaft quorum.
+func (a *Admin) ActiveController(ctx context.Context) (int, error) {
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, errors.New("describe quorum: no partition in the answer")
+	}
+	return int(resp.Topics[0].Partitions[0].LeaderID), nil
+}
+
+// Unhealthy says what keeps the cluster from being whole (empty: it is):
+// a node missing from the metadata, or a partition of topics or of
+// __transaction_state without a leader or with a replica out of its ISR.
+func (a *Admin) Unhealthy(ctx context.Context, nodes int, topics ...string) string {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range append(topics, TransactionStateTopic) {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return err.Error()
+	}
+	if len(resp.Brokers) < nodes {
+		return fmt.Sprintf("%d of %d nodes in the metadata", len(resp.Brokers), nodes)
+	}
+	for _, t := range resp.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			if name == TransactionStateTopic && errors.Is(err, kerr.UnknownTopicOrPartition) {
+				continue // no transaction yet: nothing to coordinate
+			}
+			return fmt.Sprintf("%s: %v", name, err)
+		}
+		for _, p := range t.Partitions {
+			if p.Leader < 0 || len(p.ISR) < len(p.Replicas) {
+				return fmt.Sprintf("%s partition %d: leader %d, ISR %v of replicas %v", name, p.Partition, p.Leader, p.ISR, p.Replicas)
+			}
+		}
+	}
+	return ""
+}
+
+// WaitHealthy polls Unhealthy until the cluster is whole or ctx ends (an
+// error saying what was still missing). The caller bounds ctx by what its
+// property bounds, not by a guess at how fast a JVM restarts.
+func (a *Admin) WaitHealthy(ctx context.Context, nodes int, topics ...string) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		why := a.Unhealthy(ctx, nodes, topics...)
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("the cluster is not whole: %s", why)
+		}
+	}
+}
+
+func (a *Admin) partitions(ctx context.Context, topic string) ([]kmsg.MetadataResponseTopicPartition, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, a.cl)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %s: %d topics", topic, len(resp.Topics))
+	}
+	return resp.Topics[0].Partitions, kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+}

@@ -1,0 +1,357 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate/internal/kafkadev"
+	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
+	"github.com/fencegate/fencegate/txnmap"
+)
+
+// The broker faults (--kafka-cluster --broker-fault-every, issue 39): on
+// the harness's own three-node Apache Kafka cluster, one fault at a time,
+// in this order, round after round, while the workers write, hand over
+// and churn and one gateway replica is frozen now and then. After each
+// fault the cluster must become whole again (every partition of the lease
+// topic and of __transaction_state led, its ISR full), and then every
+// lease must be served again within one TTL: the TTL bounds fencegate's
+// recovery, not a JVM's restart on a loaded machine. The run's checks
+// (the history checker, I1-I4, the ledger, the trusted topic) then judge
+// every answer given across all of them.
+
+// brokerFault is one kind of fault: strike applies it, busy being the
+// placement of a lease with traffic, and returns how to heal it.
+type brokerFault struct {
+	kind   string
+	strike func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (heal func() error, err error)
+}
+
+// pastSession is how long a paused or cut-off node stays so: past its
+// broker session, so that the controller fences it and its partitions
+// and transaction coordinators move.
+const pastSession = stack.ClusterSession + 2*time.Second
+
+var brokerFaults = []brokerFault{
+	{"kill-coordinator", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (func() error, error) {
+		n, err := adm.Coordinator(ctx, busy.TransactionalID)
+		return killNode(c, n, err)
+	}},
+	{"kill-leader", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (func() error, error) {
+		n, err := adm.Leader(ctx, busy.Topic, busy.Partition)
+		return killNode(c, n, err)
+	}},
+	{"pause-past-session", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (func() error, error) {
+		n, err := adm.Leader(ctx, busy.Topic, busy.Partition)
+		if err != nil {
+			return nil, err
+		}
+		resume, err := c.Pause(n)
+		if err != nil {
+			return nil, err
+		}
+		wait(ctx, pastSession)
+		return func() error { resume(); return nil }, nil
+	}},
+	{"cut-off", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (func() error, error) {
+		n, err := adm.Coordinator(ctx, busy.TransactionalID)
+		if err != nil {
+			return nil, err
+		}
+		heal, err := c.Isolate(n)
+		if err != nil {
+			return nil, err
+		}
+		wait(ctx, pastSession)
+		return func() error { heal(); return nil }, nil
+	}},
+	{"kill-controller", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, _ txnmap.Placement) (func() error, error) {
+		n, err := adm.ActiveController(ctx)
+		return killNode(c, n, err)
+	}},
+	{"rolling-restart", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, _ txnmap.Placement) (func() error, error) {
+		for n := 1; n <= c.Nodes(); n++ {
+			if err := c.Stop(n); err != nil {
+				return c.Start, err
+			}
+			if err := c.Start(); err != nil {
+				return nil, err
+			}
+			// The next node stops only once this one is back in every
+			// ISR, as an operator's rolling restart does: with min ISR
+			// 2, two nodes out at once is an outage, not a restart.
+			if err := waitWhole(ctx, adm); err != nil {
+				return nil, err
+			}
+		}
+		return func() error { return nil }, nil
+	}},
+}
+
+// BrokerFaultKinds are the broker faults' names, in the order they strike.
+func BrokerFaultKinds() []string {
+	out := make([]string, len(brokerFaults))
+	for i, f := range brokerFaults {
+		out[i] = f.kind
+	}
+	return out
+}
+
+func (s *Scenario) validateBrokerFaults() error {
+	kinds := BrokerFaultKinds()
+	for _, k := range s.BrokerFaults {
+		if !slices.Contains(kinds, k) {
+			return fmt.Errorf("broker_faults: %q is not one of %v", k, kinds)
+		}
+	}
+	switch {
+	case s.BrokerFaultEvery < 0 || s.BrokerFaultRounds < 0:
+		return errors.New("broker_fault_every and broker_fault_rounds must be >= 0")
+	case s.BrokerFaultEvery == 0 && (s.BrokerFaultRounds > 0 || len(s.BrokerFaults) > 0):
+		return errors.New("broker_fault_rounds and broker_faults need broker_fault_every")
+	}
+	return nil
+}
+
+// strikes are the scenario's broker faults, in order.
+func (s Scenario) strikes() []brokerFault {
+	var out []brokerFault
+	for _, f := range brokerFaults {
+		if len(s.BrokerFaults) == 0 || slices.Contains(s.BrokerFaults, f.kind) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// killNode sends SIGKILL to node n (found with err) and heals by starting
+// it again.
+func killNode(c *kafkadev.Cluster, n int, err error) (func() error, error) {
+	if err != nil {
+		return nil, err
+	}
+	return c.Start, c.Kill(n)
+}
+
+// wholeBound bounds the wait for the cluster to become whole after a
+// fault: a cluster that never heals ends the faults, a slow JVM restart
+// does not.
+const wholeBound = 5 * time.Minute
+
+// waitWhole waits until the cluster is whole, for at most wholeBound
+// (past ctx's end: a fault is healed and waited for even as the run ends).
+func waitWhole(ctx context.Context, adm *kafkadev.Admin) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wholeBound)
+	defer cancel()
+	return adm.WaitHealthy(wctx, 3, stack.LeaseTopic)
+}
+
+// brokerFaultState is the broker faults' part of a run.
+type brokerFaultState struct {
+	mu  sync.Mutex
+	rep *report.BrokerFaults
+	// striking holds the worker freezes off while a fault is judged: a
+	// lease whose holder sleeps past its TTL is not served within one
+	// TTL of anything. Under the runner's workerFaults lock.
+	striking bool
+}
+
+// brokerFaults strikes the broker faults one at a time until faultCtx
+// ends: BrokerFaultEvery after the last was judged, and ends the gateway
+// phase (endPhase) after BrokerFaultRounds rounds (0: the duration
+// decides). The workers run until phaseCtx ends, and a fault's
+// judgement waits on them.
+func (r *runner) brokerFaults(faultCtx, phaseCtx context.Context, wg *sync.WaitGroup, endPhase context.CancelFunc) error {
+	if r.sc.BrokerFaultEvery <= 0 {
+		return nil
+	}
+	c := r.stack.KafkaCluster()
+	if c == nil {
+		return errors.New("broker_fault_every needs the harness's own Apache Kafka cluster (--kafka-cluster)")
+	}
+	adm, err := c.NewAdmin()
+	if err != nil {
+		return err
+	}
+	r.bf.rep = &report.BrokerFaults{Broker: "Apache Kafka 4.4, three KRaft nodes behind fault proxies (replication factor 3, min ISR 2)",
+		EverySeconds: r.sc.BrokerFaultEvery.Seconds(), TTLSeconds: r.sc.TTL.Seconds(), Faults: map[string]int{}}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer adm.Close()
+		for i := 0; ; i++ {
+			wait(faultCtx, r.sc.BrokerFaultEvery)
+			if faultCtx.Err() != nil || !r.brokerFault(faultCtx, phaseCtx, c, adm, i) {
+				return
+			}
+			if r.sc.BrokerFaultRounds > 0 && i+1 == r.sc.BrokerFaultRounds*len(r.sc.strikes()) {
+				endPhase()
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// brokerFault strikes the i-th fault, heals it, waits for the cluster to
+// be whole and judges the fleet's recovery. It returns false when the
+// faults must stop: the cluster never became whole.
+func (r *runner) brokerFault(faultCtx, phaseCtx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, i int) bool {
+	strikes := r.sc.strikes()
+	f := strikes[i%len(strikes)]
+	busy, err := r.stack.Router.Resolve(fmt.Sprintf("shard:%d", i%r.sc.Leases))
+	if err != nil {
+		r.brokerFaultError(f.kind, err)
+		return true
+	}
+	// No replica freeze strikes meanwhile, and no worker freeze.
+	r.bal.serial.Lock()
+	defer r.bal.serial.Unlock()
+	r.holdWorkerFreezes(faultCtx, true)
+	defer r.holdWorkerFreezes(faultCtx, false)
+	start := time.Now()
+	heal, err := f.strike(faultCtx, c, adm, busy)
+	if heal != nil {
+		err = errors.Join(err, heal())
+	}
+	if err != nil {
+		r.brokerFaultError(f.kind, err)
+	} else {
+		r.countBrokerFault(f.kind, i)
+	}
+	if err := waitWhole(faultCtx, adm); err != nil {
+		r.brokerFaultError(f.kind, err)
+		r.bf.mu.Lock()
+		r.bf.rep.NotWhole++
+		r.bf.mu.Unlock()
+		return false
+	}
+	whole := time.Now()
+	served, late, ended := r.servedAgain(phaseCtx, whole)
+	r.judgeBrokerFault(f.kind, whole.Sub(start), served, late, ended)
+	return true
+}
+
+func (r *runner) countBrokerFault(kind string, i int) {
+	r.bf.mu.Lock()
+	defer r.bf.mu.Unlock()
+	r.bf.rep.Faults[kind]++
+	r.bf.rep.Rounds = (i + 1) / len(r.sc.strikes())
+}
+
+func (r *runner) brokerFaultError(kind string, err error) {
+	r.bf.mu.Lock()
+	defer r.bf.mu.Unlock()
+	r.bf.rep.Errors = append(r.bf.rep.Errors, fmt.Sprintf("%s: %v", kind, err))
+}
+
+// judgeBrokerFault records one fault's recovery: the cluster whole after
+// toWhole, every lease served served after that; late are the leases not
+// served within one TTL (a failure), ended says the run ended first.
+func (r *runner) judgeBrokerFault(kind string, toWhole, served time.Duration, late []string, ended bool) {
+	r.bf.mu.Lock()
+	defer r.bf.mu.Unlock()
+	b := r.bf.rep
+	b.WholeMaxSeconds = max(b.WholeMaxSeconds, toWhole.Seconds())
+	if r.opts.Progress != nil {
+		fmt.Fprintf(r.opts.Progress, "\nbroker fault %s: cluster whole after %s, every lease served %s after that (late: %v, run ended first: %v)\n",
+			kind, toWhole.Round(time.Millisecond), served.Round(time.Millisecond), late, ended)
+	}
+	switch {
+	case len(late) > 0:
+		b.NotServed++
+		b.ServedMaxSeconds = max(b.ServedMaxSeconds, served.Seconds())
+		if len(b.Late) < maxHistoryExamples {
+			b.Late = append(b.Late, fmt.Sprintf("after %s: %v not served within one TTL of the cluster whole; every lease served %s after (run ended first: %v)",
+				kind, late, served.Round(time.Millisecond), ended))
+		}
+	case ended:
+		b.NotJudged++
+	default:
+		b.ServedMaxSeconds = max(b.ServedMaxSeconds, served.Seconds())
+	}
+}
+
+// servedAgain waits until every lease has a batch acknowledged after
+// since, and returns how long that took and the leases that had none
+// within one TTL (judged late). It keeps waiting past the TTL, up to
+// servedBound, so that a late lease's delay is measured, not guessed;
+// ctx's end stops it (ended).
+func (r *runner) servedAgain(ctx context.Context, since time.Time) (took time.Duration, late []string, ended bool) {
+	for {
+		missing := r.unservedSince(since)
+		if len(missing) == 0 {
+			return time.Since(since), late, false
+		}
+		if late == nil && time.Since(since) > r.sc.TTL {
+			late = missing
+		}
+		if ctx.Err() != nil || time.Since(since) > servedBound*r.sc.TTL {
+			return time.Since(since), late, true
+		}
+		wait(ctx, 20*time.Millisecond)
+	}
+}
+
+// servedBound, in TTLs, is how long servedAgain measures a late lease.
+const servedBound = 10
+
+// unservedSince returns the leases with no batch acknowledged after t.
+func (r *runner) unservedSince(t time.Time) []string {
+	r.st.mu.Lock()
+	seen := map[string]bool{}
+	for i := len(r.st.acked) - 1; i >= 0 && r.st.acked[i].At.After(t); i-- {
+		seen[r.st.acked[i].Lease] = true
+	}
+	r.st.mu.Unlock()
+	var out []string
+	for l := range r.sc.Leases {
+		if name := fmt.Sprintf("shard:%d", l); !seen[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// holdWorkerFreezes turns the worker freezes off (on: true), calls off
+// those told and not begun (a worker that lost its lease keeps its flag
+// until it holds one again, which may be never), and waits until no
+// worker is frozen; or turns them back on.
+func (r *runner) holdWorkerFreezes(ctx context.Context, on bool) {
+	r.workerFaults.Lock()
+	r.bf.striking = on
+	if on {
+		for _, ws := range r.workers {
+			for _, w := range ws {
+				w.freeze.Store(false)
+			}
+		}
+	}
+	r.workerFaults.Unlock()
+	for on && ctx.Err() == nil && r.frozenWorkers.Load() > 0 {
+		wait(ctx, 50*time.Millisecond)
+	}
+}
+
+// freezeWorker is the worker-freeze fault, unless a broker fault holds
+// it off.
+func (r *runner) freezeWorker() {
+	r.workerFaults.Lock()
+	defer r.workerFaults.Unlock()
+	if !r.bf.striking {
+		r.pickHolder(func(w *worker) { w.freeze.Store(true) })
+	}
+}
+
+// brokerFaultFigures are the report's figures of the broker faults (nil:
+// none struck).
+func (r *runner) brokerFaultFigures() *report.BrokerFaults {
+	r.bf.mu.Lock()
+	defer r.bf.mu.Unlock()
+	return r.bf.rep
+}
