@@ -140,7 +140,7 @@ chaos-kafka: ## the three-node Apache Kafka cluster under ROUNDS rounds of every
 loadtest-kafka-cluster: ## fencegate loadtest on a three-node Apache Kafka cluster of its own: ROUNDS rounds of the six broker faults under load, with churn, a gateway replica frozen every 60s, the materializer and the trusted topic, the usual report and checks (ROUNDS=5; reports in loadtest-kafka-cluster.{json,html})
 	@$(PG) start
 	$(GO) run ./cmd/fencegate loadtest --embedded --kafka-cluster --database-url "$$($(PG) url)" \
-		--broker-fault-every 5s --broker-fault-rounds $(ROUNDS) --duration 120m --ttl 10s \
+		--broker-fault-every 5s --broker-fault-rounds $(ROUNDS) --duration 120m --ttl 20s \
 		--leases 8 --batch-size 20 --record-size 256 --rate 5 --freeze-replica-every 60s --trusted \
 		--direct=false --naive=false --bare-producers 0 \
 		--json loadtest-kafka-cluster.json --html loadtest-kafka-cluster.html
