@@ -92,7 +92,7 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&sc.NetFaultFor, "net-fault-for", loadtest.DefaultNetFaultFor, "how long each --net-fault lasts")
 	fs.DurationVar(&sc.BrokerFaultEvery, "broker-fault-every", 0, "with --kafka-cluster: strike the broker faults ("+strings.Join(loadtest.BrokerFaultKinds(), ", ")+") in turn, one at a time, each this long after the last was judged (the cluster whole again, then every lease served within one TTL); 0: off")
 	fs.IntVar(&sc.BrokerFaultRounds, "broker-fault-rounds", 0, "with --broker-fault-every: end the gateway phase after this many rounds of the broker faults (--duration bounds it; 0: the duration decides)")
-	fs.Func("broker-faults", "with --broker-fault-every: the kinds that strike, comma-separated (default all: "+strings.Join(loadtest.BrokerFaultKinds(), ",")+")", func(v string) error {
+	fs.Func("broker-faults", "with --broker-fault-every: the `KINDS` that strike, comma-separated (default all: "+strings.Join(loadtest.BrokerFaultKinds(), ",")+")", func(v string) error {
 		sc.BrokerFaults = strings.Split(v, ",")
 		return nil
 	})
