@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 	"github.com/fencegate/fencegate/internal/telemetry"
 )
 
@@ -212,24 +211,6 @@ func TestAcquireSpanHasStageChildren(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the gateway's goroutines may write concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestMetricsPresentAtStart: before any request, /metrics already has
 // every series the alerts and the dashboard read, at 0 (an increase() over
 // a series born at 1 is 0, and the first stale write would page nobody),
@@ -241,7 +222,7 @@ func TestMetricsPresentAtStart(t *testing.T) {
 	b := setup(t)
 	modA, serveA := withMetrics(t)
 	modO, serveO := withMetrics(t)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	a := b.newReplica(modA)
 	other := b.newReplica(func(c *gateway.Config) {
 		modO(c)

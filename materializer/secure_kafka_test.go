@@ -1,14 +1,12 @@
 package materializer_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/fencegate/fencegate/internal/kafkatest"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 	"github.com/fencegate/fencegate/internal/telemetry"
 	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/materializer"
@@ -245,7 +244,7 @@ func TestFM110_MaterializerWithoutItsGroupStaysNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	m := b.newMaterializer(func(c *materializer.Config) {
 		c.Kafka = s.SCRAM(kafkatest.PrincipalMaterializer)
 		c.GroupID = group
@@ -316,22 +315,4 @@ func waitReady(t *testing.T, m *materializer.Materializer) {
 		}
 	}
 	t.Fatalf("Ready after the grant came back: %v", err)
-}
-
-// syncBuffer is a bytes.Buffer a logger and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

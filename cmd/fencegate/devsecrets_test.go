@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 )
 
 // discard is a logger for tests that do not read the log.
@@ -115,7 +116,7 @@ func TestFM45_ReadableKeyFileWarns(t *testing.T) {
 		p := writeFile(t, "barrier-key", key+"\n", c.mode)
 		f := placementServeFlags(db, k, routeConfig(t, k.Topic, 16))
 		f.barrierKey, f.barrierKeyFile = "", p
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		if err := serveOnceLogged(t, f, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 			t.Fatalf("mode %#o: serve: %v", c.mode, err)
 		}

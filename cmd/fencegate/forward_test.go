@@ -17,6 +17,7 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 )
 
 // TestFM45_ServeRefusesPublicReplicaCredentials: serve refuses a replica
@@ -99,7 +100,7 @@ func startDev(t *testing.T, mkArgs func() []string) (listen string, stop func() 
 		listen = args[slices.Index(args, "--listen")+1]
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int, 1)
-		var stderr syncBuffer
+		var stderr syncbuf.Buffer
 		go func() { done <- run(ctx, args, &bytes.Buffer{}, &stderr) }()
 		code, exited := waitGateway(t, listen, args, done, &stderr)
 		if !exited {
@@ -123,7 +124,7 @@ func startDev(t *testing.T, mkArgs func() []string) (listen string, stop func() 
 // line names the address) and answers /readyz there, or exits. A ready
 // answer alone could be another process's that took the address first (a
 // 404 for every gateway route, once in CI).
-func waitGateway(t *testing.T, listen string, args []string, done chan int, stderr *syncBuffer) (code int, exited bool) {
+func waitGateway(t *testing.T, listen string, args []string, done chan int, stderr *syncbuf.Buffer) (code int, exited bool) {
 	t.Helper()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 )
 
 // TestMaterializeNamesItsComponentOnce: given the logger `fencegate dev`
@@ -19,7 +20,7 @@ func TestMaterializeNamesItsComponentOnce(t *testing.T) {
 	db := pgtest.New(t)
 	k := kafkatest.Start(t, "shard-output", 16)
 	mf := materializeFlags{listen: "127.0.0.1:0", commonFlags: placementServeFlags(db, k, routeConfig(t, k.Topic, 16)).commonFlags}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil)).With("component", "materializer")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

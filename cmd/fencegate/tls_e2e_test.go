@@ -10,29 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 	"github.com/fencegate/fencegate/kafkaconn"
 )
-
-// syncBuffer is a log sink shared by goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestSecureStackEndToEnd: gateway and materializer, as `serve` and
 // `materialize` run them, reach a cluster that speaks only SASL_SSL with
@@ -66,7 +52,7 @@ func TestSecureStackEndToEnd(t *testing.T) {
 	common := commonFlags{databaseURL: db.URL, brokers: conn.Brokers, configPath: cfg, migrate: true,
 		saslMech: conn.SASLMechanism, saslUser: conn.SASLUser,
 		kafka: kafkaconn.Config{SecurityProtocol: conn.SecurityProtocol, CAFile: conn.CAFile, CertFile: conn.CertFile, KeyFile: conn.KeyFile}}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

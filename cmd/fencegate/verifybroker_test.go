@@ -19,6 +19,7 @@ import (
 	"github.com/fencegate/fencegate/brokercheck"
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/pgtest"
+	"github.com/fencegate/fencegate/internal/syncbuf"
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
@@ -244,7 +245,7 @@ func TestFM104_UnsafeBrokerStartsOnlyWhenNamed(t *testing.T) {
 	db := pgtest.NewEmpty(t)
 	f := testServeFlags(t, k.Brokers, k.Topic, 4, brokercheck.UnsafeUncleanElection)
 	f.databaseURL, f.migrate = db.URL, true
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
 	go func() { done <- serve(ctx, f, slog.New(slog.NewTextHandler(&logs, nil)), ready) }()
