@@ -161,7 +161,7 @@ func (t *TrustedSink) restore(ctx context.Context, key partitionKey) (*partState
 	}
 	defer c.Close()
 	deadline := time.Now().Add(t.cfg.RestoreTimeout)
-	high, err := stateEnd(c, stateTopic, key.partition, deadline)
+	high, err := stateEnd(c, stateTopic, key.partition, deadline, t.onceRefused(key))
 	if err != nil {
 		return nil, fmt.Errorf("trusted sink: state %s/%d: %w", stateTopic, key.partition, err)
 	}
@@ -174,30 +174,59 @@ func (t *TrustedSink) restore(ctx context.Context, key partitionKey) (*partState
 	return s, nil
 }
 
+// stateAsk bounds one question of stateEnd: a question to a broker that
+// is gone is asked again, of whichever broker leads the partition then.
+const stateAsk = 5 * time.Second
+
 // stateEnd returns the high watermark of the state partition, asking
-// again until deadline while the broker answers that it does not lead it
-// yet: Apache Kafka elects a new topic's leaders after CreateTopics
-// answers, and moves them (FM75); only the embedded broker never does.
-func stateEnd(c *kafka.Consumer, topic string, partition int32, deadline time.Time) (int64, error) {
+// again until deadline while the answer says the partition's leader is
+// moving or its broker is gone for now: Apache Kafka elects a new topic's
+// leaders after CreateTopics answers and moves them (FM75), and a broker
+// killed under the sink takes its partitions' leadership with it (FM116).
+// refused, when not nil, is told each answer asked again.
+func stateEnd(c *kafka.Consumer, topic string, partition int32, deadline time.Time, refused func(error)) (int64, error) {
 	for {
-		_, high, err := c.QueryWatermarkOffsets(topic, partition, int(time.Until(deadline).Milliseconds()))
-		var kerr kafka.Error
-		if err == nil || !errors.As(err, &kerr) || !leaderMoving(kerr.Code()) || time.Now().After(deadline) {
+		wait := min(time.Until(deadline), stateAsk)
+		_, high, err := c.QueryWatermarkOffsets(topic, partition, int(max(wait, time.Millisecond).Milliseconds()))
+		if err == nil || !askAgain(err) || time.Until(deadline) <= 0 {
 			return high, err
+		}
+		if refused != nil {
+			refused(err)
 		}
 		time.Sleep(50 * time.Millisecond) // a backoff between two questions
 	}
 }
 
-// leaderMoving reports whether code says a partition's leader is not
-// known or not settled yet: a state worth asking again about.
-func leaderMoving(code kafka.ErrorCode) bool {
-	switch code {
+// askAgain reports whether err says a partition's leader is not known or
+// not settled yet, or that the broker asked is gone for now (killed,
+// cut off, or dropped from the cluster's metadata): a state worth asking
+// again about. Any other answer (a refused grant, a fatal error) is final.
+func askAgain(err error) bool {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		return false
+	}
+	switch kerr.Code() {
 	case kafka.ErrNotLeaderForPartition, kafka.ErrLeaderNotAvailable, kafka.ErrUnknownPartition,
-		kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+		kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic,
+		kafka.ErrTransport, kafka.ErrAllBrokersDown, kafka.ErrDestroyBroker,
+		kafka.ErrTimedOut, kafka.ErrTimedOutQueue:
 		return true
 	}
 	return false
+}
+
+// onceRefused returns a refused hook for stateEnd that logs the first
+// answer asked again while key is taken.
+func (t *TrustedSink) onceRefused(key partitionKey) func(error) {
+	var told bool
+	return func(err error) {
+		if !told {
+			told = true
+			t.log.Warn("trusted sink: state read refused, asking again", "topic", key.topic, "partition", key.partition, "err", err)
+		}
+	}
 }
 
 // readState applies the state records of stateTopic/partition below high.
