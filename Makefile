@@ -145,9 +145,9 @@ loadtest-kafka-cluster: ## fencegate loadtest on a three-node Apache Kafka clust
 		--direct=false --naive=false --bare-producers 0 \
 		--json loadtest-kafka-cluster.json --html loadtest-kafka-cluster.html
 
-loadtest-kafka-cluster-short: ## TestBrokerFaultsLoadtestShort: the long form's short test (a coordinator kill, a pause past the session), out of make test while FM116 is open
+loadtest-kafka-cluster-short: ## TestBrokerFaultsLoadtestShort alone: the long form's short test (a coordinator kill, a pause past the session; also in make test)
 	@$(PG) start
-	FENCEGATE_TEST_DATABASE_URL="$$($(PG) url)" FENCEGATE_TEST_BROKER_FAULT_LOADTEST=1 \
+	FENCEGATE_TEST_DATABASE_URL="$$($(PG) url)" \
 		$(GO) test -race -count=1 -v -timeout 30m -run '^TestBrokerFaultsLoadtestShort$$' ./cmd/fencegate
 
 pg-start: ## start the throwaway Postgres (127.0.0.1:54329)
