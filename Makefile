@@ -94,7 +94,7 @@ lint-deploy: ## packaging checks: docker-compose config, promtool, systemd-analy
 # Where `make bench` leaves the harness's efficiency reports.
 BENCH_OUT ?= bin/bench
 
-bench: build ## micro-benchmarks (throwaway Postgres, embedded broker), then the efficiency runs of BENCHMARKS.md into $(BENCH_OUT) (deploy/bench/efficiency.sh; PATCHED=1 adds the patched confluent-kafka-go's cold starts)
+bench: build ## micro-benchmarks (throwaway Postgres, embedded broker), then the efficiency runs of BENCHMARKS-history.md into $(BENCH_OUT) (deploy/bench/efficiency.sh; PATCHED=1 adds the patched confluent-kafka-go's cold starts)
 	@$(PG) start
 	FENCEGATE_TEST_DATABASE_URL="$$($(PG) url)" $(GO) test -run '^$$' -bench . -benchmem ./...
 	FG=bin/fencegate deploy/bench/efficiency.sh $(BENCH_OUT)

@@ -143,7 +143,7 @@ func newDirectProducer(b *testing.B, brokers, transactionalID string) *directPro
 
 // stamped gives each record the five headers the gateway stamps on the
 // data records of the batch st names: the direct producers write what
-// the gateway writes (BENCHMARKS.md, "The yardstick made fair").
+// the gateway writes (BENCHMARKS-history.md, "The yardstick made fair").
 func stamped(st barrier.Stamp) func(seq int) []kafka.Header {
 	stamper := st.Stamper()
 	return func(seq int) []kafka.Header { return stamper.Append(nil, seq) }

@@ -52,15 +52,15 @@ func (in *inspector) topicDenied(ctx context.Context, topics []string) error {
 }
 
 // writeDenied names the first topic of a metadata answer (asked with
-// IncludeTopicAuthorizedOperations) that the principal may not write.
+// IncludeTopicAuthorizedOperations) that the principal may not write, by
+// the rule serve's start and verify-broker apply (kafkaconn.TopicAllows).
 func writeDenied(resp *kmsg.MetadataResponse) error {
 	for _, t := range resp.Topics {
 		name := ""
 		if t.Topic != nil {
 			name = *t.Topic
 		}
-		if errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.TopicAuthorizationFailed) ||
-			t.AuthorizedOperations >= 0 && t.AuthorizedOperations&(1<<int(kmsg.ACLOperationWrite)) == 0 {
+		if !kafkaconn.TopicAllows(t, kmsg.ACLOperationWrite) {
 			return fmt.Errorf("%w: it may not write topic %s: grant it Write on Topic %s (docs/security.md)", ErrKafkaDenied, name, name)
 		}
 	}

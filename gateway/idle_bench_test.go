@@ -15,10 +15,11 @@ import (
 )
 
 // BenchmarkIdleProducers: what live producers that send nothing cost the
-// process (BENCHMARKS.md, "Cold start of 1,000, again" and "Cold start and
-// idle on Apache Kafka"). 100 producers are started as a handover starts
-// them (metadata, InitTransactions, one committed transaction), then the
-// process's CPU is read over a 3 s window in which they only exist; the
+// process (BENCHMARKS-history.md, "Cold start of 1,000, again", and
+// BENCHMARKS.md, "Cold start and idle on Apache Kafka"). 100 producers
+// are started as a handover starts them (metadata, InitTransactions, one
+// committed transaction), then the process's CPU is read over a 3 s
+// window in which they only exist; the
 // broker is idle meanwhile (kfake in-process, or the Apache Kafka of
 // FENCEGATE_TEST_KAFKA_BROKERS). Reports cpu_pct_of_core (for the 100),
 // and per producer: the threads of the process, and the CPU (us a second)

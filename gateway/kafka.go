@@ -65,7 +65,8 @@ func (c KafkaConfig) producerConfig(transactionalID string) (*kafka.ConfigMap, e
 		// Produce() with a per-batch delivery channel never uses the
 		// ProduceChannel; its default buffer (1,000,000 entries, 8 MB per
 		// instance, zeroed and scanned by every GC) was a quarter of the
-		// gateway's CPU profile and most of its RSS (BENCHMARKS.md).
+		// gateway's CPU profile and most of its RSS (BENCHMARKS-history.md,
+		// "Earlier: each process on its own").
 		"go.produce.channel.size": 0,
 		// Delivery reports carry only the partition and offset back into
 		// Go; copying keys, values and headers back doubles the cgo work.

@@ -96,8 +96,8 @@ func Missing(ctx context.Context, cl *kgo.Client, principal, probeID string, gra
 		held := true
 		switch g.Resource {
 		case kmsg.ACLResourceTypeTopic:
-			ops, ok := topics[g.Name]
-			held = ok && (ops < 0 || ops&(1<<int(g.Op)) != 0)
+			t, ok := topics[g.Name]
+			held = ok && TopicAllows(t, g.Op)
 		case kmsg.ACLResourceTypeGroup:
 			held, err = groupHeld(ctx, cl, g.Name)
 		case kmsg.ACLResourceTypeTransactionalId:
@@ -116,9 +116,23 @@ func Missing(ctx context.Context, cl *kgo.Client, principal, probeID string, gra
 	return nil
 }
 
-// topicOps returns the authorized operations of each topic grants name
-// (-1: not reported); a topic the principal may not describe is absent.
-func topicOps(ctx context.Context, cl *kgo.Client, grants []Grant) (map[string]int32, error) {
+// TopicAllows is the one rule for a topic's grant, read from a Metadata
+// answer asked with IncludeTopicAuthorizedOperations (KIP-430): the
+// principal may do op on t unless the topic was refused
+// (TOPIC_AUTHORIZATION_FAILED: no Describe) or its authorized operations
+// lack op. Operations not reported (a negative set: before Metadata v8,
+// or a broker without them) are taken as allowing op: the produce itself
+// then answers.
+func TopicAllows(t kmsg.MetadataResponseTopic, op kmsg.ACLOperation) bool {
+	if errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.TopicAuthorizationFailed) {
+		return false
+	}
+	return t.AuthorizedOperations < 0 || t.AuthorizedOperations&(1<<int(op)) != 0
+}
+
+// topicOps returns the Metadata answer for each topic grants name, for
+// TopicAllows; a topic the answer does not name is absent.
+func topicOps(ctx context.Context, cl *kgo.Client, grants []Grant) (map[string]kmsg.MetadataResponseTopic, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.IncludeTopicAuthorizedOperations = true
 	req.AllowAutoTopicCreation = false
@@ -132,7 +146,7 @@ func topicOps(ctx context.Context, cl *kgo.Client, grants []Grant) (map[string]i
 		rt.Topic = kmsg.StringPtr(g.Name)
 		req.Topics = append(req.Topics, rt)
 	}
-	out := map[string]int32{}
+	out := map[string]kmsg.MetadataResponseTopic{}
 	if len(req.Topics) == 0 {
 		return out, nil
 	}
@@ -141,14 +155,9 @@ func topicOps(ctx context.Context, cl *kgo.Client, grants []Grant) (map[string]i
 		return nil, err
 	}
 	for _, t := range resp.Topics {
-		if t.Topic == nil || errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.TopicAuthorizationFailed) {
-			continue
+		if t.Topic != nil {
+			out[*t.Topic] = t
 		}
-		ops := t.AuthorizedOperations
-		if ops < 0 {
-			ops = -1 // not reported (before Metadata v8, or a broker without it)
-		}
-		out[*t.Topic] = ops
 	}
 	return out, nil
 }

@@ -12,7 +12,8 @@ import (
 // workerPath are the statements a worker's requests run. A new Postgres
 // backend plans each on its first use, and under load that first use
 // took 0.2-0.4 s: after a cold start every lease renews at once, on
-// connections that have not renewed yet (BENCHMARKS.md).
+// connections that have not renewed yet (BENCHMARKS-history.md,
+// "Renewals: the first wave after a cold start").
 var workerPath = []string{qAcquire, qRegenerate, qActivate, qRenew, qRenewBatch, qRelease, qAbandon, qHeartbeat}
 
 // PrepareConn prepares the worker-path statements on a new connection

@@ -107,8 +107,9 @@ func keys(recs []verify.Record) []string {
 	return out
 }
 
-// The load harness's I3 "losses" (BENCHMARKS.md, I3): a handover whose
-// barrier transaction was left open (its request cancelled at the end of
+// The load harness's I3 "losses" (BENCHMARKS-history.md, "Earlier: each
+// process on its own", run D): a handover whose barrier transaction was
+// left open (its request cancelled at the end of
 // the run; the gateway leaves it to the broker's transaction timeout) held
 // the last stable offset of its partition, and ReadPartition took the last
 // stable offset for the end of the partition: it returned, without error,

@@ -428,8 +428,9 @@ func openStore(ctx context.Context, url string, migrate, keepWarm bool, minTTL, 
 // with the worker-path statements prepared (those opened before the
 // migrations ran have none). Without it, the first renewal wave after a
 // cold start (every lease renews at once) opened connections and planned
-// statements under load: 0.3-1.5 s per renewal (BENCHMARKS.md). A failure
-// only costs that latency, so it is logged and the gateway starts.
+// statements under load: 0.3-1.5 s per renewal (BENCHMARKS-history.md,
+// "Renewals: the first wave after a cold start"). A failure only costs
+// that latency, so it is logged and the gateway starts.
 func warmStore(ctx context.Context, store *leasestore.Store, pool *pgxpool.Pool, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # usage: deploy/bench/efficiency.sh OUTDIR
-# The efficiency figures of BENCHMARKS.md ("Efficiency: like for like"),
+# The efficiency figures of BENCHMARKS-history.md ("Efficiency: the gateway
+# next to a like-for-like producer"),
 # each run's report in OUTDIR/<run>/ (out.txt, r.json):
 #   saturated  the gateway beside the like-for-like direct producers and
 #              the bare loop (each stamped and plain), CPU per record by

@@ -5,7 +5,7 @@
 # applied: the producer's poller blocks for its next event instead of
 # re-entering a 100 ms cgo poll, and Close wakes it with
 # rd_kafka_queue_yield. The change one would propose upstream; measured in
-# BENCHMARKS.md ("Cold starts and idle producers"). go.mod is not changed:
+# BENCHMARKS-history.md ("Handovers and cold starts"). go.mod is not changed:
 # the patched copy lives under bin/ and a copied go.mod (-modfile) points
 # at it.
 set -euo pipefail

@@ -86,7 +86,7 @@ run() {
 for n in "${leases[@]}"; do
   if [ "${RUN:-1}" = 0 ] || [ "${RAMP:-1}" = 0 ]; then break; fi
   # About 25 handovers a second per replica on two shared cores (the
-  # cold starts in BENCHMARKS.md), with room for a slower one.
+  # cold starts in BENCHMARKS-history.md), with room for a slower one.
   d=${DURATION:-$(( ${STEADY:-75} + 20 + n / 25 ))s}
   run "ramp-$n" "$n" --duration "$d"
 done

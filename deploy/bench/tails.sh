@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: deploy/bench/tails.sh OUTDIR [loadtest flags...]
 # Splits renewal and handover latency between the gateway, Postgres and
-# everything else. Runs the 80%-load scenario of BENCHMARKS.md (64 leases,
+# everything else. Runs the 80%-load scenario of BENCHMARKS-history.md (64 leases,
 # 100 x 1 KiB, --rate 3.4, a forced handover a second, every component a
 # process, the materializer paused), scrapes the gateway child's /metrics
 # WINDOW seconds apart (default 20) from 15 s after it started, and prints
