@@ -1,6 +1,8 @@
 package kafkaconn
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -183,6 +185,12 @@ func groupHeld(ctx context.Context, cl *kgo.Client, group string) (bool, error) 
 	return true, nil
 }
 
+// probeTimeout is the transaction timeout the probe's InitProducerId
+// asks: below any broker's transaction.max.timeout.ms that can run a
+// gateway at all, so the answer is about the grant, not the timeout (the
+// probe never opens a transaction; verify-broker judges the timeout).
+const probeTimeout = time.Second
+
 // txnHeld asks InitProducerId for probeID: refused without Write on it.
 func txnHeld(ctx context.Context, cl *kgo.Client, probeID string) (bool, error) {
 	if probeID == "" {
@@ -190,7 +198,7 @@ func txnHeld(ctx context.Context, cl *kgo.Client, probeID string) (bool, error) 
 	}
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = kmsg.StringPtr(probeID)
-	req.TransactionTimeoutMillis = 10_000
+	req.TransactionTimeoutMillis = int32(probeTimeout.Milliseconds())
 	req.ProducerID, req.ProducerEpoch = -1, -1
 	resp, err := req.RequestWith(ctx, cl)
 	if err == nil {
