@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,9 +38,6 @@ type testBundle struct {
 	ctx    context.Context
 	// replicas counts the gateways a test started (each gets its own name).
 	replicas int
-	// admin reads the trusted sinks' committed offsets (adminClient).
-	adminOnce sync.Once
-	admin     *kafka.AdminClient
 }
 
 func setup(t testing.TB) *testBundle {

@@ -191,7 +191,7 @@ func runTrustedSecure(t *testing.T, s *kafkatest.Secure, ts *materializer.Truste
 
 // committedOffset is group's stable committed offset of topic's
 // partition p, -1 when none.
-func committedOffset(t *testing.T, conn kafkaconn.Config, group, topic string, p int32) int64 {
+func committedOffset(t testing.TB, conn kafkaconn.Config, group, topic string, p int32) int64 {
 	t.Helper()
 	opts, err := conn.KgoOpts()
 	if err != nil {

@@ -1,6 +1,8 @@
 package materializer
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,6 +92,42 @@ func abortable(err error) bool {
 	return errors.As(err, &ke) && ke.TxnRequiresAbort() && !ke.IsFatal()
 }
 
+// retriable reports whether err says a transactional call timed out or
+// lost its coordinator and may be called again to resume (librdkafka
+// refuses any other transactional call until it completes).
+func retriable(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.IsRetriable() && !ke.TxnRequiresAbort() && !ke.IsFatal()
+}
+
+// txnRetryPause is the pause between two calls of a transactional call
+// answered retriable.
+const txnRetryPause = 100 * time.Millisecond
+
+// retry makes a transactional call, each bounded by the transaction
+// timeout, and makes it again while its answer is retriable (the
+// coordinator killed, frozen or cut off: FM117) until ctx ends. The
+// partition has nothing else to do meanwhile, and the broker aborts a
+// transaction left open past its timeout.
+func (t *TrustedSink) retry(ctx context.Context, tp *trustedPart, what string, call func(context.Context) error) error {
+	for told := false; ; told = true {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
+		err := call(cctx)
+		cancel()
+		if !retriable(err) {
+			return err
+		}
+		if !told {
+			t.log.Warn("trusted sink: "+what+" asked again", "topic", tp.key.topic, "partition", tp.key.partition, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(txnRetryPause):
+		}
+	}
+}
+
 // rewind aborts the partition's transaction and puts the partition back
 // where its last commit left it: the state read again from the state
 // topic (the aborted writes are not in it) and the consumer at first, the
@@ -98,9 +136,7 @@ func abortable(err error) bool {
 func (t *TrustedSink) rewind(ctx context.Context, c *kafka.Consumer, tp *trustedPart, first int64, cause error) error {
 	t.log.Warn("trusted sink: transaction aborted; the chunk will be judged again", "topic", tp.key.topic,
 		"partition", tp.key.partition, "offset", first, "cause", cause)
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
-	defer cancel()
-	if err := tp.p.AbortTransaction(actx); err != nil {
+	if err := t.retry(ctx, tp, "abort", tp.p.AbortTransaction); err != nil {
 		return fmt.Errorf("%w; abort: %w", cause, err)
 	}
 	state, err := t.restore(ctx, tp.key)
@@ -227,8 +263,6 @@ func jsonText(s string) string {
 // transact writes msgs and moves the group's offset of the partition to
 // next, in one transaction.
 func (t *TrustedSink) transact(ctx context.Context, c *kafka.Consumer, tp *trustedPart, msgs []*kafka.Message, next int64) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
-	defer cancel()
 	if err := tp.p.BeginTransaction(); err != nil {
 		return err
 	}
@@ -243,7 +277,8 @@ func (t *TrustedSink) transact(ctx context.Context, c *kafka.Consumer, tp *trust
 	}
 	topic := tp.key.topic
 	offsets := []kafka.TopicPartition{{Topic: &topic, Partition: tp.key.partition, Offset: kafka.Offset(next)}}
-	if err := tp.p.SendOffsetsToTransaction(ctx, offsets, meta); err != nil {
+	send := func(ctx context.Context) error { return tp.p.SendOffsetsToTransaction(ctx, offsets, meta) }
+	if err := t.retry(ctx, tp, "send offsets", send); err != nil {
 		return err
 	}
 	if h := t.cfg.Hooks.BeforeCommit; h != nil {
@@ -251,7 +286,7 @@ func (t *TrustedSink) transact(ctx context.Context, c *kafka.Consumer, tp *trust
 			return err
 		}
 	}
-	if err := tp.p.CommitTransaction(ctx); err != nil {
+	if err := t.retry(ctx, tp, "commit", tp.p.CommitTransaction); err != nil {
 		return err
 	}
 	tp.next = next
