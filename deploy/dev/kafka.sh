@@ -36,6 +36,9 @@
 #   FENCEGATE_KAFKA_CONFIG   extra server.properties lines (key=value,
 #                            newline separated), written last so they win:
 #                            a test's broker with unsafe or short settings
+#   FENCEGATE_KAFKA_NODE_CONFIG_<N>  more lines for node N alone, written
+#                            after FENCEGATE_KAFKA_CONFIG (a test's per-node
+#                            listeners: each node's own path to the others)
 #   FENCEGATE_KAFKA_ADVERTISED  host:port each node advertises to clients and
 #                            to the other brokers, comma-separated in node order
 #                            (a test's fault proxies in front of the nodes)
@@ -216,6 +219,10 @@ PROPS
   secure && write_secure_config "$n" "$d"
   if [ -n "${FENCEGATE_KAFKA_CONFIG:-}" ]; then
     printf '# FENCEGATE_KAFKA_CONFIG\n%s\n' "$FENCEGATE_KAFKA_CONFIG" >>"$d/server.properties"
+  fi
+  local own="FENCEGATE_KAFKA_NODE_CONFIG_$n"
+  if [ -n "${!own:-}" ]; then
+    printf '# %s\n%s\n' "$own" "${!own}" >>"$d/server.properties"
   fi
 }
 

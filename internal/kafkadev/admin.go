@@ -159,3 +159,17 @@ func (a *Admin) partitions(ctx context.Context, topic string) ([]kmsg.MetadataRe
 	}
 	return resp.Topics[0].Partitions, kerr.ErrorForCode(resp.Topics[0].ErrorCode)
 }
+
+// Nodes returns the nodes the cluster's metadata names: the brokers
+// registered and not fenced.
+func (a *Admin) Nodes(ctx context.Context) ([]int, error) {
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, a.cl)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, b := range resp.Brokers {
+		out = append(out, int(b.NodeID))
+	}
+	return out, nil
+}

@@ -29,8 +29,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/fencegate/fencegate/internal/netfault"
 )
 
 // Options configure New.
@@ -40,10 +38,10 @@ type Options struct {
 	// Config lines (key=value) written last into every node's
 	// server.properties, so they win over kafka.sh's.
 	Config []string
-	// Proxied puts a fault proxy in front of each node's broker and
-	// controller listeners; every node advertises its proxy and the
-	// quorum's voters are the proxies, so clients, the other brokers and
-	// the controllers all reach a node through them (Isolate).
+	// Proxied (three nodes only) puts a fault proxy on every path to a
+	// node: the clients' and each node's own path to each broker and
+	// controller, so that Isolate cuts one node off from all the others,
+	// both ways (partition.go).
 	Proxied bool
 	// Secure starts kafka.sh's secured single broker
 	// (FENCEGATE_KAFKA_SECURE=1).
@@ -72,10 +70,10 @@ type Cluster struct {
 	secure  bool
 	env     []string
 	proxied bool
-	// links are the fault proxies in front of each node (Proxied): its
-	// broker listener and its controller listener.
-	links map[int][]*netfault.Link
-	proxy []string // FENCEGATE_KAFKA_ADVERTISED and _VOTERS
+	// links are the fault proxies in front of the nodes (Proxied,
+	// partition.go).
+	links []link
+	proxy []string // kafka.sh's settings that point the nodes at them
 }
 
 // New makes the cluster's directory; Launch starts its nodes.
@@ -120,7 +118,7 @@ func (c *Cluster) Close() {
 func (c *Cluster) Launch() error {
 	var last error
 	for range 3 {
-		c.Port = freeBase(c.mode, c.secure)
+		c.Port = freeBase(c.mode, c.secure, c.proxied)
 		if c.proxied {
 			if err := c.proxyNodes(); err != nil {
 				return err
@@ -138,43 +136,9 @@ func (c *Cluster) Launch() error {
 	}
 	c.Brokers = c.url()
 	if c.proxied {
-		c.Brokers = strings.TrimPrefix(c.proxy[0], "FENCEGATE_KAFKA_ADVERTISED=")
+		c.Brokers = c.clientAddrs()
 	}
 	return nil
-}
-
-// proxyNodes starts the fault proxies of every node for the ports of
-// c.Port (those of an earlier try closed first).
-func (c *Cluster) proxyNodes() error {
-	c.closeLinks()
-	c.links = map[int][]*netfault.Link{}
-	var advertised, voters []string
-	for n := 1; n <= c.Nodes(); n++ {
-		b, ctl := c.Port+99+n, c.Port+199+n
-		if c.mode == "single" {
-			b, ctl = c.Port, c.Port+1
-		}
-		for _, up := range []int{b, ctl} {
-			l, err := netfault.New(fmt.Sprintf("kafka-%d-%d", n, up), "127.0.0.1:"+strconv.Itoa(up))
-			if err != nil {
-				return err
-			}
-			c.links[n] = append(c.links[n], l)
-		}
-		advertised = append(advertised, c.links[n][0].Addr)
-		voters = append(voters, fmt.Sprintf("%d@%s", n, c.links[n][1].Addr))
-	}
-	c.proxy = []string{"FENCEGATE_KAFKA_ADVERTISED=" + strings.Join(advertised, ","),
-		"FENCEGATE_KAFKA_VOTERS=" + strings.Join(voters, ",")}
-	return nil
-}
-
-func (c *Cluster) closeLinks() {
-	for _, ls := range c.links {
-		for _, l := range ls {
-			l.Close()
-		}
-	}
 }
 
 // Nodes is the number of nodes: 1 or 3.
@@ -183,28 +147,6 @@ func (c *Cluster) Nodes() int {
 		return 3
 	}
 	return 1
-}
-
-// ErrNotProxied is Isolate's error on a cluster started without Proxied.
-var ErrNotProxied = errors.New("kafkadev: Isolate needs Options.Proxied")
-
-// Isolate drops every byte sent to node n through its proxies, both ways
-// on each connection: clients, the other brokers and the quorum can no
-// longer reach it, while its own connections to the others' proxies stay
-// (a node cut off from everyone who calls it).
-func (c *Cluster) Isolate(n int) (heal func(), err error) {
-	if c.links == nil {
-		return nil, ErrNotProxied
-	}
-	var undo []func()
-	for _, l := range c.links[n] {
-		undo = append(undo, l.Blackhole(netfault.Both))
-	}
-	return func() {
-		for _, u := range undo {
-			u()
-		}
-	}, nil
 }
 
 func (c *Cluster) startVerb() string {
@@ -347,13 +289,20 @@ func (c *Cluster) output(verb string) (string, error) {
 
 // freeBase picks a base port whose broker and controller ports (those
 // kafka.sh derives for mode) are free now.
-func freeBase(mode string, secure bool) int {
+func freeBase(mode string, secure, proxied bool) int {
 	offsets := []int{0, 1}
 	if secure {
 		offsets = append(offsets, 2)
 	}
 	if mode == "cluster" {
 		offsets = []int{100, 101, 102, 200, 201, 202}
+		if proxied {
+			for n := 1; n <= 3; n++ {
+				for k := 1; k <= 3; k++ {
+					offsets = append(offsets, pathOffset(n, k))
+				}
+			}
+		}
 	}
 	for {
 		base := 20000 + rand.IntN(9000)

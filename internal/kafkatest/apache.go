@@ -36,11 +36,9 @@ type ApacheOptions struct {
 	// Config lines (key=value) written last into every node's
 	// server.properties, so they win over kafka.sh's.
 	Config []string
-	// Proxied puts a fault proxy (internal/netfault) in front of each
-	// node's broker and controller listeners; every node advertises its
-	// proxy and the quorum's voters are the proxies, so clients, the
-	// other brokers and the controllers all reach a node through them
-	// (Isolate).
+	// Proxied (three nodes only) puts a fault proxy (internal/netfault)
+	// on every path to a node: the clients' and each node's own path to
+	// each broker and controller (Isolate).
 	Proxied bool
 	// Secure starts kafka.sh's secured single broker (SASL_SSL with
 	// SCRAM-SHA-512, an mTLS listener, the StandardAuthorizer denying
@@ -116,10 +114,9 @@ func (a *Apache) launch(topic string, partitions int32) error {
 	return nil
 }
 
-// Isolate drops every byte sent to node n through its proxies, both
-// ways on each connection: clients, the other brokers and the quorum can
-// no longer reach it, while its own connections to the others' proxies
-// stay (a node cut off from everyone who calls it). It needs Proxied.
+// Isolate cuts node n off from the clients and the other nodes, both
+// ways, while the others still reach each other (a partition of one
+// node); heal undoes it. It needs Proxied.
 func (a *Apache) Isolate(n int) (heal func()) {
 	a.t.Helper()
 	heal, err := a.node.Isolate(n)
