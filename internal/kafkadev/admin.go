@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -172,4 +173,22 @@ func (a *Admin) Nodes(ctx context.Context) ([]int, error) {
 		out = append(out, int(b.NodeID))
 	}
 	return out, nil
+}
+
+// WaitFenced polls Nodes until node n is no longer in the metadata (the
+// quorum fenced it: it missed its heartbeats) or ctx ends (an error).
+func (a *Admin) WaitFenced(ctx context.Context, n int) error {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		live, err := a.Nodes(ctx)
+		if err == nil && !slices.Contains(live, n) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("node %d still in the metadata (%v, %v)", n, live, err)
+		}
+	}
 }

@@ -32,3 +32,26 @@ func (a *Apache) WaitHealthy() time.Duration {
 	}
 	return time.Since(start)
 }
+
+// IsolateUntilFenced cuts node n off both ways (Isolate) and waits until
+// the quorum has fenced it (it left the cluster's metadata, as the other
+// nodes answer), failing the test after healTimeout: a partition the
+// cluster never noticed would test nothing. It returns heal and how long
+// the fence took.
+func (a *Apache) IsolateUntilFenced(n int) (heal func(), took time.Duration) {
+	a.t.Helper()
+	adm, err := a.node.NewAdmin()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer adm.Close()
+	heal = a.Isolate(n)
+	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := adm.WaitFenced(ctx, n); err != nil {
+		heal()
+		a.t.Fatalf("kafkatest: node %d cut off was not fenced within %s: %v", n, healTimeout, err)
+	}
+	return heal, time.Since(start)
+}
