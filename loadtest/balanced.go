@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // The replica faults of a balanced run, by the name the report gives
@@ -18,10 +19,6 @@ const (
 	faultStop    = "stop"    // SIGSTOP past the TTL (FreezeReplicaEvery)
 	faultRestart = "restart" // SIGTERM, drain, restart: one step of RollingRestart
 )
-
-// rollingRestartAt is when the rolling restart starts, as a share of the
-// run: after the cold start, with time left for every step.
-const rollingRestartAt = 4 // Duration / rollingRestartAt
 
 // fault is one replica fault: its kind, the replica and when it struck;
 // for a stop, the leases (and tokens) whose session it held and when it
@@ -84,65 +81,21 @@ func (b *balancedStats) restarted(took time.Duration) {
 	b.restart = append(b.restart, took)
 }
 
+// balancedEntry is the balanced scenario of the table: a stack started
+// WithBalancer, SDK workers whose base URL is the balancer.
+func balancedEntry() entry {
+	return entry{name: "balanced", proves: "behind a load balancer, SDK workers see every lease served again within its bound after each replica fault, and no error the fault does not explain",
+		flags: []string{"--balancer"},
+		on:    func(_ Scenario, s *stack.Stack) bool { return s != nil && s.BalancerURL != "" },
+		figures: func(r *runner, rep *report.Report, end time.Time) {
+			rep.Balanced = r.balancedFigures(end)
+		},
+		report: "balanced"}
+}
+
 // balanced reports whether workers reach the replicas through a load
 // balancer (SDK workers).
 func (r *runner) balanced() bool { return r.stack.BalancerURL != "" }
-
-// faultWindow is the part of the run in which replica faults strike: all
-// of it but the last three TTLs (at least 5 s), in which every lease must
-// be served again after the last fault.
-func (r *runner) faultWindow(ctx context.Context) (context.Context, context.CancelFunc) {
-	quiet := max(3*r.sc.TTL, 5*time.Second)
-	return context.WithTimeout(ctx, max(r.sc.Duration-quiet, r.sc.Duration/2))
-}
-
-// killReplica is the replica-kill fault: SIGKILL to the next replica in
-// turn, started again at once on the same port under the same name.
-func (r *runner) killReplica(ctx context.Context) {
-	r.bal.serial.Lock()
-	defer r.bal.serial.Unlock()
-	if ctx.Err() != nil {
-		return
-	}
-	n := r.bal.kills.Add(1)
-	c := r.stack.Children()[int(n-1)%len(r.stack.Children())]
-	start := time.Now()
-	r.bal.struck(faultKill, c.Replica(), nil)
-	c.KillAndRestart(ctx)
-	r.backInRotation(ctx, c.Replica(), start)
-}
-
-// rollingRestart restarts every replica in turn: SIGTERM, its drain and
-// exit, started again and ready (and back in the balancer's rotation),
-// then the next. Once begun it restarts all of them, even past the end of
-// the fault window (ctx): a rolling restart left half-way is another
-// fault.
-func (r *runner) rollingRestart(ctx context.Context) {
-	r.bal.serial.Lock()
-	defer r.bal.serial.Unlock()
-	if ctx.Err() != nil {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	for _, c := range r.stack.Children() {
-		start := time.Now()
-		r.bal.struck(faultRestart, c.Replica(), nil)
-		c.DrainAndRestart(ctx, time.Minute)
-		r.backInRotation(ctx, c.Replica(), start)
-	}
-}
-
-// backInRotation waits for the balancer to route to replica again and
-// records the restart's length from start.
-func (r *runner) backInRotation(ctx context.Context, replica string, start time.Time) {
-	if r.balanced() {
-		if err := r.stack.WaitInRotation(context.WithoutCancel(ctx), replica, 30*time.Second); err != nil {
-			r.opts.Logger.Error("restarted replica", "error", err)
-			return
-		}
-	}
-	r.bal.restarted(time.Since(start))
-}
 
 // heldByReplica returns the live leases (and tokens) whose session the
 // replica holds or is opening, from the lease store: SDK workers do not

@@ -25,6 +25,24 @@ import (
 // (the history checker, I1-I4, the ledger, the trusted topic) then judge
 // every answer given across all of them.
 
+// brokerFaultEntry is the broker-faults scenario of the table.
+func brokerFaultEntry() entry {
+	return entry{name: "broker-faults", proves: "on a three-node Apache Kafka cluster, each broker fault heals, the cluster is whole again and every lease is served within one TTL after it",
+		flags:    []string{"--kafka-cluster", "--broker-fault-every", "--broker-fault-rounds", "--broker-faults"},
+		on:       func(sc Scenario, _ *stack.Stack) bool { return sc.BrokerFaultEvery > 0 },
+		fault:    named("broker faults"),
+		validate: (*Scenario).validateBrokerFaults,
+		needs: func(_ Scenario, s *stack.Stack) error {
+			if s.KafkaCluster() == nil {
+				return errors.New("broker_fault_every needs the harness's own Apache Kafka cluster (--kafka-cluster)")
+			}
+			return nil
+		},
+		start:   func(r *runner, p *phase) error { return r.brokerFaults(p.faultCtx, p.ctx, p.faults, p.end) },
+		figures: func(r *runner, rep *report.Report, _ time.Time) { rep.BrokerFaults = r.brokerFaultFigures() },
+		report:  "broker_faults"}
+}
+
 // brokerFault is one kind of fault: strike applies it, busy being the
 // placement of a lease with traffic, and returns how to heal it.
 type brokerFault struct {
@@ -167,13 +185,7 @@ type brokerFaultState struct {
 // decides). The workers run until phaseCtx ends, and a fault's
 // judgement waits on them.
 func (r *runner) brokerFaults(faultCtx, phaseCtx context.Context, wg *sync.WaitGroup, endPhase context.CancelFunc) error {
-	if r.sc.BrokerFaultEvery <= 0 {
-		return nil
-	}
 	c := r.stack.KafkaCluster()
-	if c == nil {
-		return errors.New("broker_fault_every needs the harness's own Apache Kafka cluster (--kafka-cluster)")
-	}
 	adm, err := c.NewAdmin()
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencegate/fencegate/internal/netfault"
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // NetFaultKinds are the faults --net-fault applies: bytes dropped both
@@ -59,16 +60,29 @@ func netFault(kind string, l *netfault.Link) func() {
 	return l.Bandwidth(netfault.Both, 64)
 }
 
+// netFaultEntry is the net-fault scenario of the table.
+func netFaultEntry() entry {
+	return entry{name: "net-fault", proves: "the stack's links blackholed, half-open, reset, slowed or throttled: every round recovers (a batch acknowledged after it) and I1..I4 hold",
+		flags:       []string{"--net-fault", "--net-fault-link", "--net-fault-every", "--net-fault-for"},
+		on:          func(sc Scenario, _ *stack.Stack) bool { return sc.NetFault != "" },
+		fault:       func(sc Scenario) string { return "network fault " + sc.NetFault },
+		validate:    (*Scenario).validateNetFault,
+		stackOption: stack.WithNetFaults,
+		needs: func(_ Scenario, s *stack.Stack) error {
+			if brokers, _ := s.NetLinks(); brokers == nil {
+				return errors.New("--net-fault needs the embedded stack with its in-process gateway (no --replicas, --gateway-child or --separate-processes)")
+			}
+			return nil
+		},
+		start:   func(r *runner, p *phase) error { r.netFaults(p.faultCtx, p.faults); return nil },
+		figures: func(r *runner, rep *report.Report, _ time.Time) { rep.NetFault = r.netFaultFigures() },
+		report:  "net_fault"}
+}
+
 // netFaults applies the scenario's network fault every NetFaultEvery for
 // NetFaultFor until ctx ends, and records when each one ended.
-func (r *runner) netFaults(ctx context.Context, wg *sync.WaitGroup) error {
-	if r.sc.NetFault == "" {
-		return nil
-	}
+func (r *runner) netFaults(ctx context.Context, wg *sync.WaitGroup) {
 	brokers, pg := r.stack.NetLinks()
-	if brokers == nil {
-		return errors.New("--net-fault needs the embedded stack with its in-process gateway (no --replicas, --gateway-child or --separate-processes)")
-	}
 	apply := func() func() {
 		var undos []func()
 		if r.sc.NetFaultLink != "postgres" {
@@ -91,7 +105,6 @@ func (r *runner) netFaults(ctx context.Context, wg *sync.WaitGroup) error {
 		r.st.netFaultEnds = append(r.st.netFaultEnds, time.Now())
 		r.st.mu.Unlock()
 	})
-	return nil
 }
 
 // netFaultFigures are the report's figures of the network faults: rounds,

@@ -13,6 +13,44 @@ import (
 	"github.com/fencegate/fencegate/materializer"
 )
 
+// materializerKillEntry is the materializer-kill scenario of the table
+// (FM54).
+func materializerKillEntry() entry {
+	return entry{name: "materializer-kill", proves: "the materializer child killed -9 mid-chunk and restarted: the ledger still equals the acknowledged batches (FM54)",
+		flags: []string{"--kill-materializer-every"},
+		on:    func(sc Scenario, _ *stack.Stack) bool { return sc.KillMaterializerEvery > 0 },
+		fault: named("materializer kills"),
+		start: func(r *runner, p *phase) error {
+			// Over the whole run: the materializer is on no worker's
+			// path, so no re-serve gap needs a quiet end.
+			r.every(p.ctx, p.faults, r.sc.KillMaterializerEvery, func() { r.killMaterializer(p.ctx) })
+			return nil
+		}}
+}
+
+// trustedRebalanceEntry is the trusted-rebalance scenario of the table
+// (FM56).
+func trustedRebalanceEntry() entry {
+	return entry{name: "trusted-rebalance", proves: "the trusted sink's partitions moved between two instances under load: the trusted topic still holds each acknowledged batch once, in order (FM56)",
+		flags: []string{"--trusted-rebalance-every"},
+		on:    func(sc Scenario, _ *stack.Stack) bool { return sc.TrustedRebalanceEvery > 0 },
+		fault: named("trusted sink rebalances"),
+		start: func(r *runner, p *phase) error {
+			r.every(p.ctx, p.faults, r.sc.TrustedRebalanceEvery, func() { r.rebalanceTrusted(p.ctx) })
+			return nil
+		}}
+}
+
+// trustedEntry is the trusted scenario of the table: a stack started
+// WithTrusted, whose trusted topic is checked as the ledger is.
+func trustedEntry() entry {
+	return entry{name: "trusted", proves: "the trusted topic holds each acknowledged batch once, in order, as the ledger does",
+		flags:  []string{"--trusted"},
+		on:     func(_ Scenario, s *stack.Stack) bool { return s != nil && s.Trusted },
+		check:  func(ctx context.Context, r *runner, rep *report.Report) error { return r.checkTrusted(ctx, rep) },
+		report: "trusted"}
+}
+
 // killMaterializer kills the materializer child and restarts it (FM54).
 func (r *runner) killMaterializer(ctx context.Context) {
 	err := r.stack.KillMaterializer(ctx)
