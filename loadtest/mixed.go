@@ -15,6 +15,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/loadtest/baseline"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/rollout"
@@ -154,7 +155,7 @@ func RunMixed(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*
 }
 
 func newMixedRun(r *runner) (*mixedRun, error) {
-	p, err := newProducer(r.stack.DirectKafka(), "")
+	p, err := baseline.NewProducer(r.stack.DirectKafka(), "")
 	if err != nil {
 		return nil, err
 	}

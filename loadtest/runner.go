@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/telemetry"
+	"github.com/fencegate/fencegate/loadtest/baseline"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 )
@@ -284,18 +285,9 @@ func (r *runner) pickHolder(fn func(*worker)) {
 	}
 }
 
-// nextBatch returns when the batch after one due at prev is due: at the
-// target rate per lease, or now in open loop.
-func (r *runner) nextBatch(prev time.Time) time.Time {
-	if r.sc.Rate <= 0 {
-		return time.Now()
-	}
-	next := prev.Add(time.Duration(float64(time.Second) / r.sc.Rate))
-	if floor := time.Now().Add(-time.Second); next.Before(floor) {
-		return floor // no catch-up burst after a stall
-	}
-	return next
-}
+// nextBatch returns when the batch after one due at prev is due
+// (baseline.NextBatch at the scenario's rate).
+func (r *runner) nextBatch(prev time.Time) time.Time { return baseline.NextBatch(prev, r.sc.Rate) }
 
 func (r *runner) progressLine() string {
 	el := time.Since(r.st.start)

@@ -1,24 +1,3 @@
-// Package loadtest is fencegate's load and fault harness. It drives a
-// gateway from outside, over HTTP like real workers, verifies the
-// invariants from Kafka (read_committed), lease_events and the ledger, and
-// runs the baselines side by side in the same run: `direct` (transactional
-// producers without HTTP or leases: the ceiling) and `naive` (check the
-// lease in Postgres, then produce with a plain producer: the design
-// fencegate replaces).
-//
-// Run is the entry: a Scenario, on a stack brought up by package
-// loadtest/stack, gives a report.Report (package loadtest/report). This
-// package holds the runner, the scenarios, the workers, the baselines and
-// the invariant checks; RunDirect, RunBare and RunBareHandovers are the
-// baselines of the `fencegate loadtest-baseline` child. Behind a load balancer
-// (stack.WithBalancer) the workers are SDK workers (package client) whose
-// base URL is the balancer, and the report adds the re-serve gaps and the
-// worker-visible errors of the replica faults (report.BalancedFigures).
-//
-// No production package may import it (the fencegate binary reaches it only
-// through its loadtest commands), and its checks must never pass a run on
-// what they did not read: a check that checked nothing, or a figure nothing
-// explains, fails the run (FM94, FM95).
 package loadtest
 
 import (
