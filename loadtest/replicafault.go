@@ -18,6 +18,22 @@ import (
 // run: after the cold start, with time left for every step.
 const rollingRestartAt = 4 // Duration / rollingRestartAt
 
+// gatewayKillEntry is the gateway-kill scenario of the table.
+func gatewayKillEntry() entry {
+	return entry{name: "gateway-kill", proves: "the gateway child killed -9 and restarted loses no acknowledged batch",
+		flags:    []string{"--gateway-child", "--kill-gateway-after"},
+		on:       func(sc Scenario, _ *stack.Stack) bool { return sc.KillGatewayAfter > 0 },
+		fault:    named("a gateway kill"),
+		validate: validateKillGateway,
+		needs: func(_ Scenario, s *stack.Stack) error {
+			if len(s.Children()) == 0 {
+				return errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
+			}
+			return nil
+		},
+		start: startKillGateway}
+}
+
 func validateKillGateway(s *Scenario) error {
 	if s.KillGatewayAfter < 0 || s.KillGatewayAfter >= s.Duration && s.KillGatewayAfter != 0 {
 		return errors.New("kill_gateway_after must be inside the duration")

@@ -131,18 +131,7 @@ func scenarios() []entry {
 				return nil
 			}},
 		netFaultEntry(),
-		{name: "gateway-kill", proves: "the gateway child killed -9 and restarted loses no acknowledged batch",
-			flags:    []string{"--gateway-child", "--kill-gateway-after"},
-			on:       func(sc Scenario, _ *stack.Stack) bool { return sc.KillGatewayAfter > 0 },
-			fault:    named("a gateway kill"),
-			validate: validateKillGateway,
-			needs: func(_ Scenario, s *stack.Stack) error {
-				if len(s.Children()) == 0 {
-					return errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
-				}
-				return nil
-			},
-			start: startKillGateway},
+		gatewayKillEntry(),
 		replicaFreezeEntry(),
 		replicaDrainEntry(),
 		replicaKillEntry(),

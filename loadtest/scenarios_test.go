@@ -1,6 +1,7 @@
 package loadtest_test
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -69,5 +70,36 @@ func TestScenarioReplicasAndOptionsComeFromTheTable(t *testing.T) {
 	sc.NetFault, sc.MixedFleet = "reset", true
 	if n := len(sc.StackOptions()); n != 2 {
 		t.Fatalf("net fault and mixed fleet bring %d stack options, want 2", n)
+	}
+}
+
+// sharedRooms are the scenarios whose code has no file of its own: the
+// worker's own faults live in the table (scenarios.go) and the worker,
+// the gateway's process faults share replicafault.go.
+var sharedRooms = map[string]string{
+	"freeze": "scenarios.go", "churn": "scenarios.go", "ambiguity": "scenarios.go",
+	"gateway-kill": "replicafault.go", "replica-freeze": "replicafault.go", "replica-drain": "replicafault.go",
+	"replica-kill": "replicafault.go", "rolling-restart": "replicafault.go",
+}
+
+// TestScenarioRoomsAreNamedAfterTheTable: every scenario's code is in the
+// file named after its entry (the name without hyphens, its checks in
+// <name>check.go next to it), or in the one shared room sharedRooms
+// names, so a reader finds a scenario from the table.
+func TestScenarioRoomsAreNamedAfterTheTable(t *testing.T) {
+	t.Parallel()
+	for _, e := range loadtest.ScenarioTable() {
+		room, ok := sharedRooms[e.Name]
+		if !ok {
+			room = strings.ReplaceAll(e.Name, "-", "") + ".go"
+		}
+		raw, err := os.ReadFile(room)
+		if err != nil {
+			t.Errorf("scenario %s: its room %s: %v", e.Name, room, err)
+			continue
+		}
+		if !strings.Contains(string(raw), `name: "`+e.Name+`"`) {
+			t.Errorf("scenario %s: its entry is not in its room %s", e.Name, room)
+		}
 	}
 }

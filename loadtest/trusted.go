@@ -7,39 +7,10 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/materializer"
 )
-
-// materializerKillEntry is the materializer-kill scenario of the table
-// (FM54).
-func materializerKillEntry() entry {
-	return entry{name: "materializer-kill", proves: "the materializer child killed -9 mid-chunk and restarted: the ledger still equals the acknowledged batches (FM54)",
-		flags: []string{"--kill-materializer-every"},
-		on:    func(sc Scenario, _ *stack.Stack) bool { return sc.KillMaterializerEvery > 0 },
-		fault: named("materializer kills"),
-		start: func(r *runner, p *phase) error {
-			// Over the whole run: the materializer is on no worker's
-			// path, so no re-serve gap needs a quiet end.
-			r.every(p.ctx, p.faults, r.sc.KillMaterializerEvery, func() { r.killMaterializer(p.ctx) })
-			return nil
-		}}
-}
-
-// trustedRebalanceEntry is the trusted-rebalance scenario of the table
-// (FM56).
-func trustedRebalanceEntry() entry {
-	return entry{name: "trusted-rebalance", proves: "the trusted sink's partitions moved between two instances under load: the trusted topic still holds each acknowledged batch once, in order (FM56)",
-		flags: []string{"--trusted-rebalance-every"},
-		on:    func(sc Scenario, _ *stack.Stack) bool { return sc.TrustedRebalanceEvery > 0 },
-		fault: named("trusted sink rebalances"),
-		start: func(r *runner, p *phase) error {
-			r.every(p.ctx, p.faults, r.sc.TrustedRebalanceEvery, func() { r.rebalanceTrusted(p.ctx) })
-			return nil
-		}}
-}
 
 // trustedEntry is the trusted scenario of the table: a stack started
 // WithTrusted, whose trusted topic is checked as the ledger is.
@@ -49,37 +20,6 @@ func trustedEntry() entry {
 		on:     func(_ Scenario, s *stack.Stack) bool { return s != nil && s.Trusted },
 		check:  func(ctx context.Context, r *runner, rep *report.Report) error { return r.checkTrusted(ctx, rep) },
 		report: "trusted"}
-}
-
-// killMaterializer kills the materializer child and restarts it (FM54).
-func (r *runner) killMaterializer(ctx context.Context) {
-	err := r.stack.KillMaterializer(ctx)
-	if err != nil && ctx.Err() == nil {
-		r.opts.Logger.Error("materializer kill and restart", "error", err)
-	}
-	if r.stack.MaterializerRunning() {
-		r.matKills.Add(1)
-	} else if ctx.Err() == nil {
-		r.st.errors.Add(1)
-	}
-}
-
-// rebalanceTrusted starts a second trusted sink instance, or stops it
-// (FM56): partitions move by a cooperative rebalance either way.
-func (r *runner) rebalanceTrusted(ctx context.Context) {
-	began := time.Now()
-	joined, err := r.stack.ToggleSecondTrusted(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		r.opts.Logger.Error("second trusted sink", "joined", joined, "error", err)
-		r.st.errors.Add(1)
-	case err != nil:
-	case joined:
-		r.trustedJoins.Add(1)
-		r.trustedJoinMs.Store(max(r.trustedJoinMs.Load(), time.Since(began).Milliseconds()))
-	default:
-		r.trustedLeaves.Add(1)
-	}
 }
 
 // trustedRecord is one record of the trusted topic, by its provenance.
