@@ -13,8 +13,9 @@ import (
 
 // TestScenarioTableIsWhole: every scenario of the table has a unique
 // name, says what it proves, names the flags that switch it on, and a
-// report key that is a member of the report's JSON, so the table, the
-// CLI and the report cannot name different things.
+// report key that is a member of the report's JSON; every section of the
+// report's own table (report.Sections) is one scenario's. So the table,
+// the CLI and the report cannot name different things.
 func TestScenarioTableIsWhole(t *testing.T) {
 	t.Parallel()
 	keys := map[string]bool{}
@@ -24,6 +25,7 @@ func TestScenarioTableIsWhole(t *testing.T) {
 		keys[name] = true
 	}
 	seen := map[string]bool{}
+	named := map[string]int{} // report key -> the scenarios naming it
 	table := loadtest.ScenarioTable()
 	if len(table) < 10 {
 		t.Fatalf("only %d scenarios in the table", len(table))
@@ -40,6 +42,12 @@ func TestScenarioTableIsWhole(t *testing.T) {
 			t.Errorf("scenario %s: report key %q is not a member of report.Report's JSON", e.Name, e.Report)
 		}
 		seen[e.Name] = true
+		named[e.Report]++
+	}
+	for _, key := range report.Sections() {
+		if named[key] != 1 {
+			t.Errorf("the report's section %q is named by %d scenarios of the table, want 1", key, named[key])
+		}
 	}
 }
 
