@@ -44,7 +44,7 @@ func validateKillGateway(s *Scenario) error {
 // startKillGateway kills -9 the gateway child once, KillGatewayAfter into
 // the phase, and restarts it.
 func startKillGateway(r *runner, p *phase) error {
-	p.after(r.sc.KillGatewayAfter, p.ctx, func() { r.stack.Children()[0].KillAndRestart(p.ctx) })
+	p.after(p.ctx, r.sc.KillGatewayAfter, func() { r.stack.Children()[0].KillAndRestart(p.ctx) })
 	return nil
 }
 
@@ -93,7 +93,7 @@ func replicaDrainEntry() entry {
 			return nil
 		},
 		start: func(r *runner, p *phase) error {
-			p.after(r.sc.DrainReplicaAfter, p.ctx, func() { r.drainReplica(p.ctx) })
+			p.after(p.ctx, r.sc.DrainReplicaAfter, func() { r.drainReplica(p.ctx) })
 			return nil
 		}}
 }

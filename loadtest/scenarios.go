@@ -75,7 +75,7 @@ type phase struct {
 }
 
 // after runs fn once, d into the phase, unless ctx ended first.
-func (p *phase) after(d time.Duration, ctx context.Context, fn func()) {
+func (p *phase) after(ctx context.Context, d time.Duration, fn func()) {
 	p.faults.Add(1)
 	go func() {
 		defer p.faults.Done()
@@ -219,8 +219,8 @@ func (s Scenario) faults() []string {
 }
 
 // ScenarioInfo is one row of the scenario table as a reader sees it:
-// the CLI's tests, the docs and `fencegate loadtest` read the same rows
-// the runner drives.
+// the CLI's tests and docs/harness.md read the same rows the runner
+// drives.
 type ScenarioInfo struct {
 	// Name is the scenario's name; its files are named after it.
 	Name string
