@@ -173,10 +173,6 @@ func waitWhole(ctx context.Context, adm *kafkadev.Admin) error {
 type brokerFaultState struct {
 	mu  sync.Mutex
 	rep *report.BrokerFaults
-	// striking holds the worker freezes off while a fault is judged: a
-	// lease whose holder sleeps past its TTL is not served within one
-	// TTL of anything. Under the runner's workerFaults lock.
-	striking bool
 }
 
 // brokerFaults strikes the broker faults one at a time until faultCtx
@@ -224,6 +220,9 @@ func (r *runner) brokerFault(faultCtx, phaseCtx context.Context, c *kafkadev.Clu
 	// No replica freeze strikes meanwhile, and no worker freeze.
 	r.bal.serial.Lock()
 	defer r.bal.serial.Unlock()
+	// The worker freezes are held off while a fault is judged: a lease
+	// whose holder sleeps past its TTL is not served within one TTL of
+	// anything.
 	r.holdWorkerFreezes(faultCtx, true)
 	defer r.holdWorkerFreezes(faultCtx, false)
 	start := time.Now()
@@ -247,34 +246,4 @@ func (r *runner) brokerFault(faultCtx, phaseCtx context.Context, c *kafkadev.Clu
 	served, late, ended := r.servedAgain(phaseCtx, whole)
 	r.judgeBrokerFault(f.kind, whole.Sub(start), served, late, ended)
 	return true
-}
-
-// holdWorkerFreezes turns the worker freezes off (on: true), calls off
-// those told and not begun (a worker that lost its lease keeps its flag
-// until it holds one again, which may be never), and waits until no
-// worker is frozen; or turns them back on.
-func (r *runner) holdWorkerFreezes(ctx context.Context, on bool) {
-	r.workerFaults.Lock()
-	r.bf.striking = on
-	if on {
-		for _, ws := range r.workers {
-			for _, w := range ws {
-				w.freeze.Store(false)
-			}
-		}
-	}
-	r.workerFaults.Unlock()
-	for on && ctx.Err() == nil && r.frozenWorkers.Load() > 0 {
-		wait(ctx, 50*time.Millisecond)
-	}
-}
-
-// freezeWorker is the worker-freeze fault, unless a broker fault holds
-// it off.
-func (r *runner) freezeWorker() {
-	r.workerFaults.Lock()
-	defer r.workerFaults.Unlock()
-	if !r.bf.striking {
-		r.pickHolder(func(w *worker) { w.freeze.Store(true) })
-	}
 }

@@ -114,9 +114,10 @@ func (r *runner) checkWholeLog(rep *report.Report, recs map[int32][]verify.Recor
 		if err != nil {
 			return err
 		}
-		if r.sc.MixedFleet {
-			// The direct workers' records: the mixed checks judge them.
-			whole = slices.DeleteFunc(whole, directLog)
+		for _, e := range on(r.sc, r.stack) {
+			if e.ownRecords != nil {
+				whole = slices.DeleteFunc(whole, e.ownRecords)
+			}
 		}
 		for _, v := range verify.CommitOrder(whole) {
 			inv.Fail("partition %d (commit order): %s", p, v)

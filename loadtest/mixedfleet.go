@@ -101,7 +101,9 @@ func mixedFleetEntry() entry {
 		validate:    validateMixed,
 		stackOption: stack.WithMixedFleet,
 		run:         RunMixed,
-		report:      "mixed"}
+		// The direct workers' records: the mixed checks judge them.
+		ownRecords: directLog,
+		report:     "mixed"}
 }
 
 // validateMixed fills the mixed fleet's defaults and checks them.

@@ -64,11 +64,13 @@ type runner struct {
 	// trustedJoinMs is the longest join: start to both instances with
 	// partitions.
 	trustedJoinMs atomic.Int64
-	// bf are the broker faults (BrokerFaultEvery); workerFaults orders
-	// the worker freezes with them; frozenWorkers counts the workers
-	// frozen now.
-	bf            brokerFaultState
+	// bf are the broker faults (BrokerFaultEvery).
+	bf brokerFaultState
+	// workerFaults orders the worker freezes with what holds them off
+	// (freezesHeld: holdWorkerFreezes, as a broker fault's judgement
+	// does); frozenWorkers counts the workers frozen now.
 	workerFaults  sync.Mutex
+	freezesHeld   bool
 	frozenWorkers atomic.Int64
 }
 
@@ -311,5 +313,35 @@ func (r *runner) progress() {
 func (r *runner) progressDone() {
 	if r.opts.Progress != nil && r.opts.Terminal {
 		fmt.Fprintf(r.opts.Progress, "\r%s\n", r.progressLine())
+	}
+}
+
+// holdWorkerFreezes turns the worker freezes off (on: true), calls off
+// those told and not begun (a worker that lost its lease keeps its flag
+// until it holds one again, which may be never), and waits until no
+// worker is frozen; or turns them back on.
+func (r *runner) holdWorkerFreezes(ctx context.Context, on bool) {
+	r.workerFaults.Lock()
+	r.freezesHeld = on
+	if on {
+		for _, ws := range r.workers {
+			for _, w := range ws {
+				w.freeze.Store(false)
+			}
+		}
+	}
+	r.workerFaults.Unlock()
+	for on && ctx.Err() == nil && r.frozenWorkers.Load() > 0 {
+		wait(ctx, 50*time.Millisecond)
+	}
+}
+
+// freezeWorker is the worker-freeze fault, unless something holds the
+// freezes off (holdWorkerFreezes).
+func (r *runner) freezeWorker() {
+	r.workerFaults.Lock()
+	defer r.workerFaults.Unlock()
+	if !r.freezesHeld {
+		r.pickHolder(func(w *worker) { w.freeze.Store(true) })
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // entry is one scenario of the harness: what switches it on, what it
@@ -56,6 +57,9 @@ type entry struct {
 	// figures adds its figures to the report after the gateway phase
 	// (nil: none).
 	figures func(r *runner, rep *report.Report, end time.Time)
+	// ownRecords picks the records of the whole log that its own checks
+	// judge, which the checks of every run leave out (nil: none).
+	ownRecords func(verify.LogRecord) bool
 	// check runs its checks after the checks of every run (nil: none).
 	check func(ctx context.Context, r *runner, rep *report.Report) error
 	// report is the JSON key of the report's member that holds its
