@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +12,8 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/barrier"
-	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/loadtest/baseline"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/txnmap"
@@ -22,7 +21,9 @@ import (
 )
 
 // baselineDuration is how long each baseline runs.
-func (r *runner) baselineDuration() time.Duration { return max(r.sc.Duration/2, 2*time.Second) }
+func (r *runner) baselineDuration() time.Duration {
+	return max(r.sc.Duration/2, baseline.MinDuration)
+}
 
 func (r *runner) baselines(ctx context.Context, rep *report.Report) error {
 	if _, ok := r.stack.Separate(); ok {
@@ -30,7 +31,7 @@ func (r *runner) baselines(ctx context.Context, rep *report.Report) error {
 			return err
 		}
 	} else if r.sc.Direct {
-		d, err := r.direct(ctx, false)
+		d, err := r.direct(ctx)
 		if err != nil {
 			return fmt.Errorf("direct baseline: %w", err)
 		}
@@ -42,165 +43,6 @@ func (r *runner) baselines(ctx context.Context, rep *report.Report) error {
 		}
 	}
 	return nil
-}
-
-// newProducer returns a baseline producer (transactional when
-// transactionalID is set) whose generic events are drained.
-func newProducer(conn kafkaconn.Config, transactionalID string) (*kafka.Producer, error) {
-	cm, err := conn.ConfigMap()
-	if err != nil {
-		return nil, err
-	}
-	// go.produce.channel.size 0: the same as the gateway's producers (no
-	// unused 8 MB ProduceChannel per instance), so the yardstick is fair.
-	for k, v := range (kafka.ConfigMap{"linger.ms": 1, "enable.metrics.push": false,
-		"go.logs.channel.enable": false, "go.delivery.report.fields": "none", "go.produce.channel.size": 0}) {
-		cm[k] = v
-	}
-	if transactionalID != "" {
-		cm["transactional.id"] = transactionalID
-	}
-	p, err := kafka.NewProducer(&cm)
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		for range p.Events() {
-		}
-	}()
-	return p, nil
-}
-
-// direct runs one transactional producer per lease writing batches like
-// the gateway's (stamped with the five fencegate headers unless plain),
-// with no HTTP and no leases: the ceiling. With a target rate it paces
-// each producer as the gateway's workers are paced (nextBatch), so that
-// its latency is measured at the same offered load. The producers are
-// initialised before the loop is timed (directProducers).
-func (r *runner) direct(ctx context.Context, plain bool) (report.DirectFigures, error) {
-	producers, err := r.directProducers(ctx)
-	if err != nil {
-		return report.DirectFigures{}, err
-	}
-	defer closeAll(producers)
-	value := bytes.Repeat([]byte("x"), r.sc.RecordSize)
-	var records atomic.Int64
-	var hist report.Histogram
-	dctx, cancel := context.WithTimeout(ctx, r.baselineDuration())
-	defer cancel()
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(producers))
-	for l, p := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := fmt.Sprintf("shard:%d", l)
-			batch := baselineBatch{topic: stack.DirectTopic, partition: r.partition(name), lease: name,
-				owner: fmt.Sprintf("w%d-0", l), plain: plain, size: r.sc.BatchSize, value: value}
-			errs <- r.directLoop(dctx, p, batch, &records, &hist)
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return report.DirectFigures{}, err
-		}
-	}
-	return report.DirectFigures{Records: records.Load(), Seconds: time.Since(start).Seconds(),
-		P50Ms: hist.Ms(0.5), P99Ms: hist.Ms(0.99)}, nil
-}
-
-// directProducers initialises one transactional producer per lease, all
-// at once, before the loop is timed: the gateway's steady state, too,
-// starts once every lease is held.
-func (r *runner) directProducers(ctx context.Context) ([]*kafka.Producer, error) {
-	ps := make([]*kafka.Producer, r.sc.Leases)
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for l := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ps[l], errs[l] = initDirect(ctx, r.stack.Kafka, l)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		closeAll(ps)
-		return nil, err
-	}
-	return ps, nil
-}
-
-func initDirect(ctx context.Context, conn kafkaconn.Config, lease int) (*kafka.Producer, error) {
-	p, err := newProducer(conn, fmt.Sprintf("loadtest-direct-%d", lease))
-	if err != nil {
-		return nil, err
-	}
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := p.InitTransactions(ictx); err != nil {
-		p.Close()
-		return nil, err
-	}
-	return p, nil
-}
-
-// closeAll closes the producers (nil ones skipped) in parallel.
-func closeAll(ps []*kafka.Producer) {
-	var wg sync.WaitGroup
-	for _, p := range ps {
-		if p != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); p.Close() }()
-		}
-	}
-	wg.Wait()
-}
-
-// directLoop commits batch after batch on p until ctx ends, paced by
-// nextBatch.
-func (r *runner) directLoop(ctx context.Context, p *kafka.Producer, batch baselineBatch, records *atomic.Int64, hist *report.Histogram) error {
-	next := time.Now()
-	for n := 0; ctx.Err() == nil; n++ {
-		if d := time.Until(next); d > 0 {
-			if wait(ctx, d); ctx.Err() != nil {
-				return nil
-			}
-		}
-		start := time.Now()
-		if err := directBatch(p, batch.messages(n)); err != nil {
-			return err
-		}
-		hist.Record(time.Since(start))
-		records.Add(int64(batch.size))
-		next = r.nextBatch(next)
-	}
-	return nil
-}
-
-// directBatch commits msgs as one transaction, waiting for every delivery
-// report as the gateway does.
-func directBatch(p *kafka.Producer, msgs []kafka.Message) error {
-	if err := p.BeginTransaction(); err != nil {
-		return err
-	}
-	dch := make(chan kafka.Event, len(msgs))
-	for i := range msgs {
-		if err := p.Produce(&msgs[i], dch); err != nil {
-			return err
-		}
-	}
-	for range msgs {
-		if m := (<-dch).(*kafka.Message); m.TopicPartition.Error != nil {
-			return m.TopicPartition.Error
-		}
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return p.CommitTransaction(cctx)
 }
 
 // naiveWorker is the design fencegate replaces: it checks its lease in
@@ -222,7 +64,7 @@ func (r *runner) naive(ctx context.Context, rep *report.Report) error {
 	if err != nil {
 		return err
 	}
-	p, err := newProducer(r.stack.Kafka, "")
+	p, err := baseline.NewProducer(r.stack.Kafka, "")
 	if err != nil {
 		return err
 	}
@@ -360,4 +202,11 @@ func (r *runner) countNaiveStale() (stale, total int64, err error) {
 		return 0, 0, errors.New("the naive baseline wrote nothing")
 	}
 	return stale, total, nil
+}
+
+// direct runs the direct baseline in process, stamped like the gateway's
+// records, on the leases' partitions.
+func (r *runner) direct(ctx context.Context) (report.DirectFigures, error) {
+	return baseline.Direct(ctx, r.stack.Kafka, r.partition, baseline.Child{Mode: baseline.ModeDirect, Producers: r.sc.Leases,
+		BatchSize: r.sc.BatchSize, RecordSize: r.sc.RecordSize, Duration: r.baselineDuration(), Rate: r.sc.Rate})
 }

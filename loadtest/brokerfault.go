@@ -25,6 +25,24 @@ import (
 // (the history checker, I1-I4, the ledger, the trusted topic) then judge
 // every answer given across all of them.
 
+// brokerFaultEntry is the broker-fault scenario of the table.
+func brokerFaultEntry() entry {
+	return entry{name: "broker-fault", proves: "on a three-node Apache Kafka cluster, each broker fault heals, the cluster is whole again and every lease is served within one TTL after it",
+		flags:    []string{"--kafka-cluster", "--broker-fault-every", "--broker-fault-rounds", "--broker-faults"},
+		on:       func(sc Scenario, _ *stack.Stack) bool { return sc.BrokerFaultEvery > 0 },
+		fault:    named("broker faults"),
+		validate: (*Scenario).validateBrokerFaults,
+		needs: func(_ Scenario, s *stack.Stack) error {
+			if s.KafkaCluster() == nil {
+				return errors.New("broker_fault_every needs the harness's own Apache Kafka cluster (--kafka-cluster)")
+			}
+			return nil
+		},
+		start:   func(r *runner, p *phase) error { return r.brokerFaults(p.faultCtx, p.ctx, p.faults, p.end) },
+		figures: func(r *runner, rep *report.Report, _ time.Time) { rep.BrokerFaults = r.brokerFaultFigures() },
+		report:  "broker_faults"}
+}
+
 // brokerFault is one kind of fault: strike applies it, busy being the
 // placement of a lease with traffic, and returns how to heal it.
 type brokerFault struct {
@@ -155,10 +173,6 @@ func waitWhole(ctx context.Context, adm *kafkadev.Admin) error {
 type brokerFaultState struct {
 	mu  sync.Mutex
 	rep *report.BrokerFaults
-	// striking holds the worker freezes off while a fault is judged: a
-	// lease whose holder sleeps past its TTL is not served within one
-	// TTL of anything. Under the runner's workerFaults lock.
-	striking bool
 }
 
 // brokerFaults strikes the broker faults one at a time until faultCtx
@@ -167,13 +181,7 @@ type brokerFaultState struct {
 // decides). The workers run until phaseCtx ends, and a fault's
 // judgement waits on them.
 func (r *runner) brokerFaults(faultCtx, phaseCtx context.Context, wg *sync.WaitGroup, endPhase context.CancelFunc) error {
-	if r.sc.BrokerFaultEvery <= 0 {
-		return nil
-	}
 	c := r.stack.KafkaCluster()
-	if c == nil {
-		return errors.New("broker_fault_every needs the harness's own Apache Kafka cluster (--kafka-cluster)")
-	}
 	adm, err := c.NewAdmin()
 	if err != nil {
 		return err
@@ -212,6 +220,9 @@ func (r *runner) brokerFault(faultCtx, phaseCtx context.Context, c *kafkadev.Clu
 	// No replica freeze strikes meanwhile, and no worker freeze.
 	r.bal.serial.Lock()
 	defer r.bal.serial.Unlock()
+	// The worker freezes are held off while a fault is judged: a lease
+	// whose holder sleeps past its TTL is not served within one TTL of
+	// anything.
 	r.holdWorkerFreezes(faultCtx, true)
 	defer r.holdWorkerFreezes(faultCtx, false)
 	start := time.Now()
@@ -235,123 +246,4 @@ func (r *runner) brokerFault(faultCtx, phaseCtx context.Context, c *kafkadev.Clu
 	served, late, ended := r.servedAgain(phaseCtx, whole)
 	r.judgeBrokerFault(f.kind, whole.Sub(start), served, late, ended)
 	return true
-}
-
-func (r *runner) countBrokerFault(kind string, i int) {
-	r.bf.mu.Lock()
-	defer r.bf.mu.Unlock()
-	r.bf.rep.Faults[kind]++
-	r.bf.rep.Rounds = (i + 1) / len(r.sc.strikes())
-}
-
-func (r *runner) brokerFaultError(kind string, err error) {
-	r.bf.mu.Lock()
-	defer r.bf.mu.Unlock()
-	r.bf.rep.Errors = append(r.bf.rep.Errors, fmt.Sprintf("%s: %v", kind, err))
-}
-
-// judgeBrokerFault records one fault's recovery: the cluster whole after
-// toWhole, every lease served served after that; late are the leases not
-// served within one TTL (a failure), ended says the run ended first.
-func (r *runner) judgeBrokerFault(kind string, toWhole, served time.Duration, late []string, ended bool) {
-	r.bf.mu.Lock()
-	defer r.bf.mu.Unlock()
-	b := r.bf.rep
-	b.WholeMaxSeconds = max(b.WholeMaxSeconds, toWhole.Seconds())
-	if r.opts.Progress != nil {
-		fmt.Fprintf(r.opts.Progress, "\nbroker fault %s: cluster whole after %s, every lease served %s after that (late: %v, run ended first: %v)\n",
-			kind, toWhole.Round(time.Millisecond), served.Round(time.Millisecond), late, ended)
-	}
-	switch {
-	case len(late) > 0:
-		b.NotServed++
-		b.ServedMaxSeconds = max(b.ServedMaxSeconds, served.Seconds())
-		if len(b.Late) < maxHistoryExamples {
-			b.Late = append(b.Late, fmt.Sprintf("after %s: %v not served within one TTL of the cluster whole; every lease served %s after (run ended first: %v)",
-				kind, late, served.Round(time.Millisecond), ended))
-		}
-	case ended:
-		b.NotJudged++
-	default:
-		b.ServedMaxSeconds = max(b.ServedMaxSeconds, served.Seconds())
-	}
-}
-
-// servedAgain waits until every lease has a batch acknowledged after
-// since, and returns how long that took and the leases that had none
-// within one TTL (judged late). It keeps waiting past the TTL, up to
-// servedBound, so that a late lease's delay is measured, not guessed;
-// ctx's end stops it (ended).
-func (r *runner) servedAgain(ctx context.Context, since time.Time) (took time.Duration, late []string, ended bool) {
-	for {
-		missing := r.unservedSince(since)
-		if len(missing) == 0 {
-			return time.Since(since), late, false
-		}
-		if late == nil && time.Since(since) > r.sc.TTL {
-			late = missing
-		}
-		if ctx.Err() != nil || time.Since(since) > servedBound*r.sc.TTL {
-			return time.Since(since), late, true
-		}
-		wait(ctx, 20*time.Millisecond)
-	}
-}
-
-// servedBound, in TTLs, is how long servedAgain measures a late lease.
-const servedBound = 10
-
-// unservedSince returns the leases with no batch acknowledged after t.
-func (r *runner) unservedSince(t time.Time) []string {
-	r.st.mu.Lock()
-	seen := map[string]bool{}
-	for i := len(r.st.acked) - 1; i >= 0 && r.st.acked[i].At.After(t); i-- {
-		seen[r.st.acked[i].Lease] = true
-	}
-	r.st.mu.Unlock()
-	var out []string
-	for l := range r.sc.Leases {
-		if name := fmt.Sprintf("shard:%d", l); !seen[name] {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// holdWorkerFreezes turns the worker freezes off (on: true), calls off
-// those told and not begun (a worker that lost its lease keeps its flag
-// until it holds one again, which may be never), and waits until no
-// worker is frozen; or turns them back on.
-func (r *runner) holdWorkerFreezes(ctx context.Context, on bool) {
-	r.workerFaults.Lock()
-	r.bf.striking = on
-	if on {
-		for _, ws := range r.workers {
-			for _, w := range ws {
-				w.freeze.Store(false)
-			}
-		}
-	}
-	r.workerFaults.Unlock()
-	for on && ctx.Err() == nil && r.frozenWorkers.Load() > 0 {
-		wait(ctx, 50*time.Millisecond)
-	}
-}
-
-// freezeWorker is the worker-freeze fault, unless a broker fault holds
-// it off.
-func (r *runner) freezeWorker() {
-	r.workerFaults.Lock()
-	defer r.workerFaults.Unlock()
-	if !r.bf.striking {
-		r.pickHolder(func(w *worker) { w.freeze.Store(true) })
-	}
-}
-
-// brokerFaultFigures are the report's figures of the broker faults (nil:
-// none struck).
-func (r *runner) brokerFaultFigures() *report.BrokerFaults {
-	r.bf.mu.Lock()
-	defer r.bf.mu.Unlock()
-	return r.bf.rep
 }

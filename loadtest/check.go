@@ -12,7 +12,8 @@ import (
 	"github.com/fencegate/fencegate/verify"
 )
 
-// verify checks I1..I4 and the ledger after the gateway phase.
+// verify checks I1..I4 and the ledger after the gateway phase, then
+// runs the checks of the run's scenarios (the table's check hooks).
 func (r *runner) verify(ctx context.Context, rep *report.Report) error {
 	recs, err := r.readPartitions()
 	if err != nil {
@@ -32,13 +33,12 @@ func (r *runner) verify(ctx context.Context, rep *report.Report) error {
 			return err
 		}
 	}
-	if r.stack.Trusted {
-		if err := r.checkTrusted(ctx, rep); err != nil {
-			return err
+	for _, e := range on(r.sc, r.stack) {
+		if e.check != nil {
+			if err := e.check(ctx, r, rep); err != nil {
+				return err
+			}
 		}
-	}
-	if r.sc.Stateful {
-		return r.checkI6(ctx, rep)
 	}
 	return nil
 }
@@ -114,9 +114,10 @@ func (r *runner) checkWholeLog(rep *report.Report, recs map[int32][]verify.Recor
 		if err != nil {
 			return err
 		}
-		if r.sc.MixedFleet {
-			// The direct workers' records: the mixed checks judge them.
-			whole = slices.DeleteFunc(whole, directLog)
+		for _, e := range on(r.sc, r.stack) {
+			if e.ownRecords != nil {
+				whole = slices.DeleteFunc(whole, e.ownRecords)
+			}
 		}
 		for _, v := range verify.CommitOrder(whole) {
 			inv.Fail("partition %d (commit order): %s", p, v)

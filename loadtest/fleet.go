@@ -1,29 +1,11 @@
 package loadtest
 
 import (
-	"context"
 	"time"
 
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 )
-
-// endAtColdStart ends a cold-start run's gateway phase (cancel) once every
-// lease has had its first batch acknowledged; other runs go on for their
-// Duration.
-func (r *runner) endAtColdStart(ctx context.Context, cancel context.CancelFunc) {
-	if !r.sc.ColdStart {
-		return
-	}
-	st := r.st
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-st.allBatched:
-			cancel()
-		}
-	}()
-}
 
 // addGatewayPhase records the gateway phase's usage u (nil: not sampled)
 // in rep, and the fleet's figures from it.

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/internal/netfault"
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
 // NetFaultKinds are the faults --net-fault applies: bytes dropped both
@@ -59,16 +59,29 @@ func netFault(kind string, l *netfault.Link) func() {
 	return l.Bandwidth(netfault.Both, 64)
 }
 
+// netFaultEntry is the net-fault scenario of the table.
+func netFaultEntry() entry {
+	return entry{name: "net-fault", proves: "the stack's links blackholed, half-open, reset, slowed or throttled: every round recovers (a batch acknowledged after it) and I1..I4 hold",
+		flags:       []string{"--net-fault", "--net-fault-link", "--net-fault-every", "--net-fault-for"},
+		on:          func(sc Scenario, _ *stack.Stack) bool { return sc.NetFault != "" },
+		fault:       func(sc Scenario) string { return "network fault " + sc.NetFault },
+		validate:    (*Scenario).validateNetFault,
+		stackOption: stack.WithNetFaults,
+		needs: func(_ Scenario, s *stack.Stack) error {
+			if brokers, _ := s.NetLinks(); brokers == nil {
+				return errors.New("--net-fault needs the embedded stack with its in-process gateway (no --replicas, --gateway-child or --separate-processes)")
+			}
+			return nil
+		},
+		start:   func(r *runner, p *phase) error { r.netFaults(p.faultCtx, p.faults); return nil },
+		figures: func(r *runner, rep *report.Report, _ time.Time) { rep.NetFault = r.netFaultFigures() },
+		report:  "net_fault"}
+}
+
 // netFaults applies the scenario's network fault every NetFaultEvery for
 // NetFaultFor until ctx ends, and records when each one ended.
-func (r *runner) netFaults(ctx context.Context, wg *sync.WaitGroup) error {
-	if r.sc.NetFault == "" {
-		return nil
-	}
+func (r *runner) netFaults(ctx context.Context, wg *sync.WaitGroup) {
 	brokers, pg := r.stack.NetLinks()
-	if brokers == nil {
-		return errors.New("--net-fault needs the embedded stack with its in-process gateway (no --replicas, --gateway-child or --separate-processes)")
-	}
 	apply := func() func() {
 		var undos []func()
 		if r.sc.NetFaultLink != "postgres" {
@@ -91,49 +104,4 @@ func (r *runner) netFaults(ctx context.Context, wg *sync.WaitGroup) error {
 		r.st.netFaultEnds = append(r.st.netFaultEnds, time.Now())
 		r.st.mu.Unlock()
 	})
-	return nil
-}
-
-// netFaultFigures are the report's figures of the network faults: rounds,
-// and the recovery after each (from the fault's end to the first batch
-// acknowledged after it).
-func (r *runner) netFaultFigures() *report.NetFault {
-	if r.sc.NetFault == "" {
-		return nil
-	}
-	r.st.mu.Lock()
-	ends := append([]time.Time(nil), r.st.netFaultEnds...)
-	acks := make([]time.Time, 0, len(r.st.acked))
-	for _, b := range r.st.acked {
-		acks = append(acks, b.At)
-	}
-	r.st.mu.Unlock()
-	sort.Slice(acks, func(i, j int) bool { return acks[i].Before(acks[j]) })
-	nf := &report.NetFault{Kind: r.sc.NetFault, Link: r.sc.NetFaultLink, Rounds: len(ends),
-		EverySeconds: r.sc.NetFaultEvery.Seconds(), ForSeconds: r.sc.NetFaultFor.Seconds()}
-	judgeRecovery(nf, ends, acks, r.st.start.Add(r.sc.Duration), 2*r.sc.TTL)
-	return nf
-}
-
-// notJudgedWhy is why a network fault round that ended near the end of
-// the run is not judged.
-const notJudgedWhy = "ended less than two TTLs before the run: a lease may take a TTL to expire and be granted again before a batch follows"
-
-// judgeRecovery fills nf's recovery from the rounds' ends and the
-// acknowledgements (sorted): a round after which no batch was
-// acknowledged is unrecovered, a failure, unless it ended within window
-// of the run's end, where no batch may have had time to follow.
-func judgeRecovery(nf *report.NetFault, ends, acks []time.Time, runEnd time.Time, window time.Duration) {
-	for _, end := range ends {
-		i := sort.Search(len(acks), func(i int) bool { return acks[i].After(end) })
-		switch {
-		case i < len(acks):
-			nf.RecoveryMaxSeconds = max(nf.RecoveryMaxSeconds, acks[i].Sub(end).Seconds())
-		case runEnd.Sub(end) < window:
-			nf.NotJudged++
-			nf.NotJudgedWhy = notJudgedWhy
-		default:
-			nf.Unrecovered++
-		}
-	}
 }

@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate/internal/telemetry"
+	"github.com/fencegate/fencegate/loadtest/baseline"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 )
@@ -64,11 +64,13 @@ type runner struct {
 	// trustedJoinMs is the longest join: start to both instances with
 	// partitions.
 	trustedJoinMs atomic.Int64
-	// bf are the broker faults (BrokerFaultEvery); workerFaults orders
-	// the worker freezes with them; frozenWorkers counts the workers
-	// frozen now.
-	bf            brokerFaultState
+	// bf are the broker faults (BrokerFaultEvery).
+	bf brokerFaultState
+	// workerFaults orders the worker freezes with what holds them off
+	// (freezesHeld: holdWorkerFreezes, as a broker fault's judgement
+	// does); frozenWorkers counts the workers frozen now.
 	workerFaults  sync.Mutex
+	freezesHeld   bool
 	frozenWorkers atomic.Int64
 }
 
@@ -96,32 +98,20 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if sc.MixedFleet {
-		return RunMixed(ctx, s, sc, opts)
+	for _, e := range on(sc, s) {
+		if e.run != nil {
+			return e.run(ctx, s, sc, opts)
+		}
 	}
-	if sc.Stateful && !s.Materialize {
-		return nil, errors.New("stateful needs the materializer: I6 reads the ledger")
-	}
-	if (sc.AmbiguityEvery > 0) && !s.InProcessBroker() {
-		return nil, stack.ErrNotEmbedded
-	}
-	if sc.BrokerFaultEvery > 0 && s.KafkaCluster() == nil {
-		return nil, errors.New("broker_fault_every needs the harness's own Apache Kafka cluster (--kafka-cluster)")
-	}
-	if sc.KillGatewayAfter > 0 && len(s.Children()) == 0 {
-		return nil, errors.New("kill_gateway_after needs the gateway as a child process (--embedded --gateway-child)")
-	}
-	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0 || sc.KillReplicaEvery > 0 || sc.RollingRestart) && len(s.Children()) < 2 {
-		return nil, errors.New("freeze_replica_every, drain_replica_after, kill_replica_every and rolling_restart need two or more gateway replicas as child processes (--embedded --replicas 2)")
-	}
-	if s.BalancerURL != "" && (sc.FreezeEvery > 0 || sc.ChurnEvery > 0 || sc.AmbiguityEvery > 0 || sc.Stateful || sc.DrainReplicaAfter > 0) {
-		return nil, errors.New("behind a balancer the workers are SDK workers: freeze_every, churn_every, ambiguity_every, stateful and drain_replica_after are off (rolling_restart drains every replica)")
+	if err := needs(sc, s); err != nil {
+		return nil, err
 	}
 	r := newRunner(s, sc, opts)
-	if sc.Stateful && s.Pool != nil {
-		var err error
-		if r.fenced, err = newFencedState(ctx, s.Pool); err != nil {
-			return nil, err
+	for _, e := range on(sc, s) {
+		if e.prepare != nil {
+			if err := e.prepare(ctx, r); err != nil {
+				return nil, err
+			}
 		}
 	}
 	sep, _ := s.Separate()
@@ -143,8 +133,10 @@ func Run(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*repor
 		}
 	}
 	rep := r.report()
-	if r.balanced() {
-		rep.Balanced = r.balancedFigures(started.Add(sc.Duration))
+	for _, e := range on(sc, s) {
+		if e.figures != nil {
+			e.figures(r, rep, started.Add(sc.Duration))
+		}
 	}
 	rep.Run = runInfo(started, opts.Command)
 	rep.MaterializerPaused = pause
@@ -179,7 +171,6 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, r.sc.Duration)
 	defer cancel()
 	r.st = newStats(r.sc.Leases)
-	r.endAtColdStart(pctx, cancel)
 	var wg sync.WaitGroup
 	if r.balanced() {
 		if err := r.startSDKWorkers(pctx, &wg); err != nil {
@@ -191,55 +182,14 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	var faults sync.WaitGroup
 	fctx, fcancel := r.faultWindow(pctx)
 	defer fcancel()
-	r.every(pctx, &faults, r.sc.FreezeEvery, r.freezeWorker)
-	r.every(pctx, &faults, r.sc.ChurnEvery, func() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) })
-	r.every(pctx, &faults, r.sc.AmbiguityEvery, func() { r.stack.HoldNextEndTxn(stack.CommitTimeout + time.Second) })
 	r.every(pctx, &faults, time.Second, r.progress)
-	if err := r.netFaults(fctx, &faults); err != nil {
-		return err
-	}
-	if err := r.brokerFaults(fctx, pctx, &faults, cancel); err != nil {
-		return err
-	}
-	// Behind a balancer the freezes end before the run, as the other
-	// replica faults do, so that every lease's re-serve gap is measured.
-	freezeCtx := pctx
-	if r.balanced() {
-		freezeCtx = fctx
-	}
-	r.every(freezeCtx, &faults, r.sc.FreezeReplicaEvery, func() { r.freezeReplica(freezeCtx) })
-	r.every(fctx, &faults, r.sc.KillReplicaEvery, func() { r.killReplica(fctx) })
-	// Over the whole run: the materializer is on no worker's path, so
-	// no re-serve gap needs a quiet end.
-	r.every(pctx, &faults, r.sc.KillMaterializerEvery, func() { r.killMaterializer(pctx) })
-	r.every(pctx, &faults, r.sc.TrustedRebalanceEvery, func() { r.rebalanceTrusted(pctx) })
-	if r.sc.RollingRestart {
-		faults.Add(1)
-		go func() {
-			defer faults.Done()
-			wait(fctx, r.sc.Duration/rollingRestartAt)
-			r.rollingRestart(fctx)
-		}()
-	}
-	if r.sc.DrainReplicaAfter > 0 {
-		faults.Add(1)
-		go func() {
-			defer faults.Done()
-			wait(pctx, r.sc.DrainReplicaAfter)
-			if pctx.Err() == nil {
-				r.drainReplica(pctx)
+	p := &phase{ctx: pctx, faultCtx: fctx, end: cancel, faults: &faults}
+	for _, e := range on(r.sc, r.stack) {
+		if e.start != nil {
+			if err := e.start(r, p); err != nil {
+				return err
 			}
-		}()
-	}
-	if r.sc.KillGatewayAfter > 0 {
-		faults.Add(1)
-		go func() {
-			defer faults.Done()
-			wait(pctx, r.sc.KillGatewayAfter)
-			if pctx.Err() == nil {
-				r.stack.Children()[0].KillAndRestart(pctx)
-			}
-		}()
+		}
 	}
 	wg.Wait()
 	faults.Wait()
@@ -292,79 +242,6 @@ func (r *runner) client(url string, api int) *client {
 	return c
 }
 
-// freezeReplica pauses the next replica in turn (FM25): its sessions stop
-// mid-batch, their leases expire and move to the contenders on the other
-// replica, and it resumes to find its producers fenced.
-//
-// The pause lasts ReplicaPause, and then until one of the leases held on
-// the frozen replica has been taken over (at most ReplicaPause more): a
-// handover slowed down by load must not turn the round into a plain
-// pause that the local deadline alone refuses.
-func (r *runner) freezeReplica(ctx context.Context) {
-	r.bal.serial.Lock()
-	defer r.bal.serial.Unlock()
-	if ctx.Err() != nil {
-		return
-	}
-	n := r.st.replicaFreezes.Add(1)
-	i := int(n-1) % len(r.stack.Children())
-	c := r.stack.Children()[i]
-	held := r.heldOn(r.stack.GatewayURLs[i])
-	stopped := func() {
-		if r.balanced() {
-			// Read once the replica is stopped: it grants nothing more.
-			// The fault window may end meanwhile; the read must not.
-			held = r.heldByReplica(context.WithoutCancel(ctx), c.Replica())
-		}
-		r.bal.struck(faultStop, c.Replica(), held)
-	}
-	c.Freeze(stopped, func() bool {
-		for lease, token := range held {
-			if r.st.latestGrant(lease) > token {
-				return true
-			}
-		}
-		return len(held) == 0
-	}, r.sc.ReplicaPause)
-	r.bal.resumed()
-}
-
-// drainReplica is the rolling-restart fault: SIGTERM to the first
-// replica, its drain and exit timed, the time until every lease it held
-// has a new generation elsewhere measured, and the replica started again.
-func (r *runner) drainReplica(ctx context.Context) {
-	held := r.heldOn(r.stack.GatewayURLs[0])
-	start, errorsBefore := time.Now(), r.st.errors.Load()
-	defer func() { r.st.drainErrors = r.st.errors.Load() - errorsBefore }()
-	r.st.drainTook = r.stack.Children()[0].DrainAndRestart(ctx, time.Minute)
-	for ctx.Err() == nil && time.Since(start) < time.Minute {
-		moved := true
-		for lease, token := range held {
-			moved = moved && r.st.latestGrant(lease) > token
-		}
-		if moved {
-			r.st.rehomeTook = time.Since(start)
-			return
-		}
-		wait(ctx, 20*time.Millisecond)
-	}
-	r.st.rehomeTook = -1 // some lease never moved
-}
-
-// heldOn returns the leases (and tokens) that workers hold through the
-// replica at url.
-func (r *runner) heldOn(url string) map[string]int64 {
-	held := map[string]int64{}
-	for _, ws := range r.workers {
-		for _, w := range ws {
-			if w.owned.Load() && w.gw.Load().base == url {
-				held[w.lease] = w.held.Load()
-			}
-		}
-	}
-	return held
-}
-
 // every runs fn every d until ctx ends (d == 0: never).
 func (r *runner) every(ctx context.Context, wg *sync.WaitGroup, d time.Duration, fn func()) {
 	if d <= 0 {
@@ -386,6 +263,17 @@ func (r *runner) every(ctx context.Context, wg *sync.WaitGroup, d time.Duration,
 	}()
 }
 
+// faultWindow is the part of the run in which replica faults strike: all
+// of it but the last three TTLs (at least 5 s), in which every lease must
+// be served again after the last fault.
+func (r *runner) faultWindow(ctx context.Context) (context.Context, context.CancelFunc) {
+	quiet := max(3*r.sc.TTL, 5*time.Second)
+	return context.WithTimeout(ctx, max(r.sc.Duration-quiet, r.sc.Duration/2))
+}
+
+// churnHolder forces one current holder to hand its lease over.
+func (r *runner) churnHolder() { r.pickHolder(func(w *worker) { w.churn.Store(true) }) }
+
 // pickHolder applies fn to one random current holder (racy by design: a
 // worker checks its flag on its next step).
 func (r *runner) pickHolder(fn func(*worker)) {
@@ -399,18 +287,9 @@ func (r *runner) pickHolder(fn func(*worker)) {
 	}
 }
 
-// nextBatch returns when the batch after one due at prev is due: at the
-// target rate per lease, or now in open loop.
-func (r *runner) nextBatch(prev time.Time) time.Time {
-	if r.sc.Rate <= 0 {
-		return time.Now()
-	}
-	next := prev.Add(time.Duration(float64(time.Second) / r.sc.Rate))
-	if floor := time.Now().Add(-time.Second); next.Before(floor) {
-		return floor // no catch-up burst after a stall
-	}
-	return next
-}
+// nextBatch returns when the batch after one due at prev is due
+// (baseline.NextBatch at the scenario's rate).
+func (r *runner) nextBatch(prev time.Time) time.Time { return baseline.NextBatch(prev, r.sc.Rate) }
 
 func (r *runner) progressLine() string {
 	el := time.Since(r.st.start)
@@ -434,5 +313,35 @@ func (r *runner) progress() {
 func (r *runner) progressDone() {
 	if r.opts.Progress != nil && r.opts.Terminal {
 		fmt.Fprintf(r.opts.Progress, "\r%s\n", r.progressLine())
+	}
+}
+
+// holdWorkerFreezes turns the worker freezes off (on: true), calls off
+// those told and not begun (a worker that lost its lease keeps its flag
+// until it holds one again, which may be never), and waits until no
+// worker is frozen; or turns them back on.
+func (r *runner) holdWorkerFreezes(ctx context.Context, on bool) {
+	r.workerFaults.Lock()
+	r.freezesHeld = on
+	if on {
+		for _, ws := range r.workers {
+			for _, w := range ws {
+				w.freeze.Store(false)
+			}
+		}
+	}
+	r.workerFaults.Unlock()
+	for on && ctx.Err() == nil && r.frozenWorkers.Load() > 0 {
+		wait(ctx, 50*time.Millisecond)
+	}
+}
+
+// freezeWorker is the worker-freeze fault, unless something holds the
+// freezes off (holdWorkerFreezes).
+func (r *runner) freezeWorker() {
+	r.workerFaults.Lock()
+	defer r.workerFaults.Unlock()
+	if !r.freezesHeld {
+		r.pickHolder(func(w *worker) { w.freeze.Store(true) })
 	}
 }

@@ -1,24 +1,3 @@
-// Package loadtest is fencegate's load and fault harness. It drives a
-// gateway from outside, over HTTP like real workers, verifies the
-// invariants from Kafka (read_committed), lease_events and the ledger, and
-// runs the baselines side by side in the same run: `direct` (transactional
-// producers without HTTP or leases: the ceiling) and `naive` (check the
-// lease in Postgres, then produce with a plain producer: the design
-// fencegate replaces).
-//
-// Run is the entry: a Scenario, on a stack brought up by package
-// loadtest/stack, gives a report.Report (package loadtest/report). This
-// package holds the runner, the scenarios, the workers, the baselines and
-// the invariant checks; RunDirect, RunBare and RunBareHandovers are the
-// baselines of the `fencegate loadtest-baseline` child. Behind a load balancer
-// (stack.WithBalancer) the workers are SDK workers (package client) whose
-// base URL is the balancer, and the report adds the re-serve gaps and the
-// worker-visible errors of the replica faults (report.BalancedFigures).
-//
-// No production package may import it (the fencegate binary reaches it only
-// through its loadtest commands), and its checks must never pass a run on
-// what they did not read: a check that checked nothing, or a figure nothing
-// explains, fails the run (FM94, FM95).
 package loadtest
 
 import (
@@ -174,44 +153,11 @@ func LoadScenario(path string) (Scenario, error) {
 // rateOf is the batches/s per lease of one batch every d.
 func rateOf(d time.Duration) float64 { return float64(time.Second) / float64(d) }
 
-// faults names the faults the scenario injects that can make a worker
-// see an answer it cannot act on (a worker error): a held commit, the
-// network, a gateway or replica killed, frozen or drained, the
-// materializer killed, the trusted sink rebalanced. A worker's own
-// freeze or churn is not one: the gateway answers those in the API's
-// terms. With none, a worker error fails the run.
-func (s Scenario) faults() []string {
-	var out []string
-	for _, f := range []struct {
-		on   bool
-		name string
-	}{
-		{s.AmbiguityEvery > 0, "ambiguous commits"},
-		{s.NetFault != "", "network fault " + s.NetFault},
-		{s.KillGatewayAfter > 0, "a gateway kill"},
-		{s.FreezeReplicaEvery > 0, "replica freezes"},
-		{s.DrainReplicaAfter > 0, "a replica drain"},
-		{s.KillReplicaEvery > 0, "replica kills"},
-		{s.RollingRestart, "a rolling restart"},
-		{s.KillMaterializerEvery > 0, "materializer kills"},
-		{s.TrustedRebalanceEvery > 0, "trusted sink rebalances"},
-		{s.BrokerFaultEvery > 0, "broker faults"},
-	} {
-		if f.on {
-			out = append(out, f.name)
-		}
-	}
-	return out
-}
-
 // Validate checks bounds: the harness only ever targets loopback, and
 // every loop is bounded.
 func (s *Scenario) Validate() error {
 	if s.RenewEvery == 0 {
 		s.RenewEvery = s.TTL / 3
-	}
-	if s.ReplicaPause == 0 {
-		s.ReplicaPause = 3 * s.TTL
 	}
 	if s.Body == "" {
 		s.Body = BodyBinary
@@ -219,25 +165,14 @@ func (s *Scenario) Validate() error {
 	if s.BatchEvery > 0 && s.Rate == 0 {
 		s.Rate = rateOf(s.BatchEvery)
 	}
-	if s.MixedFleet && s.StateDuration == 0 {
-		s.StateDuration = s.Duration / 3
-	}
-	if s.MixedFleet && s.DirectWorkers == 0 {
-		s.DirectWorkers = 2
-	}
-	if err := s.validateNetFault(); err != nil {
-		return err
-	}
-	if err := s.validateBrokerFaults(); err != nil {
-		return err
+	for _, e := range scenarios() {
+		if e.validate != nil {
+			if err := e.validate(s); err != nil {
+				return err
+			}
+		}
 	}
 	switch {
-	case s.MixedFleet && (s.StateDuration < s.TTL || s.StateDuration > time.Hour):
-		return errors.New("state_duration must be in [ttl, 1h]")
-	case s.MixedFleet && (s.DirectWorkers < 2 || s.DirectWorkers > 100):
-		return errors.New("direct_workers must be 2..100")
-	case s.Stateful && s.MixedFleet:
-		return errors.New("stateful and mixed_fleet do not combine")
 	case s.Body != BodyBinary && s.Body != BodyJSON:
 		return errors.New("body must be binary or json")
 	case s.BatchEvery < 0 || s.BatchEvery > time.Hour:
@@ -256,16 +191,8 @@ func (s *Scenario) Validate() error {
 		return errors.New("ttl must be >= 100ms")
 	case s.RenewEvery <= 0 || s.RenewEvery >= s.TTL:
 		return errors.New("renew_every must be in (0, ttl)")
-	case s.KillGatewayAfter < 0 || s.KillGatewayAfter >= s.Duration && s.KillGatewayAfter != 0:
-		return errors.New("kill_gateway_after must be inside the duration")
-	case s.DrainReplicaAfter < 0 || s.DrainReplicaAfter >= s.Duration && s.DrainReplicaAfter != 0:
-		return errors.New("drain_replica_after must be inside the duration")
 	case s.FreezeReplicaEvery < 0 || s.KillReplicaEvery < 0 || s.KillMaterializerEvery < 0 || s.TrustedRebalanceEvery < 0:
 		return errors.New("freeze_replica_every, kill_replica_every, kill_materializer_every and trusted_rebalance_every must be >= 0")
-	case s.FreezeReplicaEvery > 0 && (s.ReplicaPause <= s.TTL || s.ReplicaPause > time.Minute):
-		// Checked only when the fault is on: its default (3 x TTL) is
-		// over a minute for TTLs of 20 s and more.
-		return errors.New("replica_pause must be in (ttl, 1m]")
 	}
 	return nil
 }

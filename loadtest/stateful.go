@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	sdk "github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/client/wire"
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/verify"
 )
 
@@ -24,6 +26,27 @@ import (
 // batch id items-<i>-<j>, so the position and the output can never part.
 // An answer that leaves the commit unknown ends the generation: the next
 // one reads the checkpoint, which says whether the batch landed.
+
+// statefulEntry is the stateful scenario of the table.
+func statefulEntry() entry {
+	return entry{name: "stateful", proves: "workers resuming from the lease's checkpoint process each item once, in order (I6), and so does their own fenced table; the naive baseline runs stateful",
+		flags: []string{"--stateful"}, httpWorkers: true,
+		on: func(sc Scenario, _ *stack.Stack) bool { return sc.Stateful },
+		needs: func(_ Scenario, s *stack.Stack) error {
+			if !s.Materialize {
+				return errors.New("stateful needs the materializer: I6 reads the ledger")
+			}
+			return nil
+		},
+		prepare: func(ctx context.Context, r *runner) (err error) {
+			if r.stack.Pool != nil {
+				r.fenced, err = newFencedState(ctx, r.stack.Pool)
+			}
+			return err
+		},
+		check:  func(ctx context.Context, r *runner, rep *report.Report) error { return r.checkI6(ctx, rep) },
+		report: "stateful"}
+}
 
 // itemState is a stateful worker's position.
 type itemState struct {

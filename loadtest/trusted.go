@@ -7,41 +7,19 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/materializer"
 )
 
-// killMaterializer kills the materializer child and restarts it (FM54).
-func (r *runner) killMaterializer(ctx context.Context) {
-	err := r.stack.KillMaterializer(ctx)
-	if err != nil && ctx.Err() == nil {
-		r.opts.Logger.Error("materializer kill and restart", "error", err)
-	}
-	if r.stack.MaterializerRunning() {
-		r.matKills.Add(1)
-	} else if ctx.Err() == nil {
-		r.st.errors.Add(1)
-	}
-}
-
-// rebalanceTrusted starts a second trusted sink instance, or stops it
-// (FM56): partitions move by a cooperative rebalance either way.
-func (r *runner) rebalanceTrusted(ctx context.Context) {
-	began := time.Now()
-	joined, err := r.stack.ToggleSecondTrusted(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		r.opts.Logger.Error("second trusted sink", "joined", joined, "error", err)
-		r.st.errors.Add(1)
-	case err != nil:
-	case joined:
-		r.trustedJoins.Add(1)
-		r.trustedJoinMs.Store(max(r.trustedJoinMs.Load(), time.Since(began).Milliseconds()))
-	default:
-		r.trustedLeaves.Add(1)
-	}
+// trustedEntry is the trusted scenario of the table: a stack started
+// WithTrusted, whose trusted topic is checked as the ledger is.
+func trustedEntry() entry {
+	return entry{name: "trusted", proves: "the trusted topic holds each acknowledged batch once, in order, as the ledger does",
+		flags:  []string{"--trusted"},
+		on:     func(_ Scenario, s *stack.Stack) bool { return s != nil && s.Trusted },
+		check:  func(ctx context.Context, r *runner, rep *report.Report) error { return r.checkTrusted(ctx, rep) },
+		report: "trusted"}
 }
 
 // trustedRecord is one record of the trusted topic, by its provenance.

@@ -2,9 +2,7 @@ package loadtest
 
 import (
 	"testing"
-	"time"
 
-	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/verify"
 )
@@ -41,66 +39,5 @@ func TestExtraBatchesAreExplainedOrFail(t *testing.T) {
 		t.Fatalf("explained by %v, want two outcomes unknown and one uncounted 200", c.ExtraBecause)
 	case c.Pass:
 		t.Fatal("the ledger check passed with two extra batches nothing explains")
-	}
-}
-
-// TestNetFaultRoundsAreJudgedUnlessAtTheEnd: a round after which a batch
-// was acknowledged recovered; one after which none was fails, unless it
-// ended within the window before the run's end (not judged, with why).
-func TestNetFaultRoundsAreJudgedUnlessAtTheEnd(t *testing.T) {
-	t.Parallel()
-	t0 := time.Unix(1000, 0)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	var nf report.NetFault
-	judgeRecovery(&nf, []time.Time{at(1), at(5), at(19)}, []time.Time{at(1.5), at(2)}, at(20), 2*time.Second)
-	switch {
-	case nf.Unrecovered != 1 || nf.NotJudged != 1 || nf.NotJudgedWhy == "":
-		t.Fatalf("unrecovered %d, not judged %d (%q); want 1 and 1 with why", nf.Unrecovered, nf.NotJudged, nf.NotJudgedWhy)
-	case nf.RecoveryMaxSeconds != 0.5:
-		t.Fatalf("recovery %.2fs, want 0.5s", nf.RecoveryMaxSeconds)
-	}
-}
-
-// TestMixedChecksLeaveOutOnlyDirectRecords: a mixed run's I2, I3, I4 and
-// history leave out only the direct workers' records (no lease, outside
-// any transaction); an unstamped record inside a transaction, or a
-// stamped one outside, stays to be judged.
-func TestMixedChecksLeaveOutOnlyDirectRecords(t *testing.T) {
-	t.Parallel()
-	stamped := barrier.Stamp{Lease: "shard:1", Token: 1, Batch: "b"}
-	cases := []struct {
-		name string
-		r    verify.LogRecord
-		want bool
-	}{
-		{"a direct worker's record", verify.LogRecord{}, true},
-		{"an unstamped record in a transaction", verify.LogRecord{Transactional: true}, false},
-		{"a stamped record outside a transaction", verify.LogRecord{Stamp: stamped}, false},
-		{"a transaction marker", verify.LogRecord{Control: true}, false},
-		{"a rollout marker", verify.LogRecord{Transactional: true, Marker: true}, false},
-	}
-	for _, c := range cases {
-		if got := directLog(c.r); got != c.want {
-			t.Errorf("%s: left out %v, want %v", c.name, got, c.want)
-		}
-	}
-	if directRecord(verify.Record{Stamp: stamped}) || directRecord(verify.Record{Marker: true}) || !directRecord(verify.Record{}) {
-		t.Error("directRecord does not tell a stamped record from a direct one")
-	}
-}
-
-// TestFaultsExplainingErrorsAreTheInfrastructures: a worker's own freeze
-// or churn explains no worker error; an injected infrastructure fault
-// does.
-func TestFaultsExplainingErrorsAreTheInfrastructures(t *testing.T) {
-	t.Parallel()
-	sc := Defaults()
-	sc.FreezeEvery, sc.ChurnEvery = time.Second, time.Second
-	if f := sc.faults(); len(f) != 0 {
-		t.Fatalf("faults %v, want none for freezes and churn", f)
-	}
-	sc.KillReplicaEvery, sc.NetFault = time.Second, "reset"
-	if f := sc.faults(); len(f) != 2 {
-		t.Fatalf("faults %v, want the network fault and the replica kills", f)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/fencegate/fencegate/fileconfig"
-	"github.com/fencegate/fencegate/loadtest"
+	"github.com/fencegate/fencegate/loadtest/baseline"
 	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/txnmap"
 )
@@ -58,13 +58,13 @@ func runDevBroker(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // runLoadtestBaseline runs the direct baseline or the bare-producer
 // yardstick of the load harness in this process and prints its figures
-// as JSON on stdout; its flags, besides Kafka's, are loadtest.BaselineChild's.
+// as JSON on stdout; its flags, besides Kafka's, are baseline.Child's.
 func runLoadtestBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flagSet(stack.CommandBaseline, stderr)
 	var kf commonFlags
 	fs.StringVar(&kf.brokers, "kafka-brokers", defaultKafkaBrokers, "Kafka bootstrap servers")
 	kf.registerKafka(fs, "harness")
-	var b loadtest.BaselineChild
+	var b baseline.Child
 	b.Register(fs.FlagSet)
 	if err := parse(fs, args); err != nil {
 		return err

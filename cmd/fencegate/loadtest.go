@@ -114,9 +114,8 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		*separate = true
 	}
-	if (sc.FreezeReplicaEvery > 0 || sc.DrainReplicaAfter > 0 || sc.KillReplicaEvery > 0 || sc.RollingRestart) && *replicas < 2 {
-		*replicas = 2
-	}
+	// The replica faults start the replicas they need.
+	*replicas = max(*replicas, sc.Replicas())
 	kf.brokers = *brokers
 	if !*embedded && (*clients != 1 || caps != lifted) {
 		return errors.New("--clients and --gateway-max-inflight* need --embedded: the harness registers the clients with the gateways it starts")
@@ -159,14 +158,15 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if !*embedded || *child || *replicas > 1 || *separate {
 			return errors.New("--net-fault needs --embedded with the in-process gateway (no --gateway-child, --replicas or --separate-processes)")
 		}
-		stackOpts = append(stackOpts, stack.WithNetFaults())
 	}
 	if sc.MixedFleet {
 		if !*embedded || *child || *replicas > 1 || *separate {
 			return errors.New("--mixed-fleet needs --embedded with the in-process gateway (no --gateway-child, --replicas, replica faults or --separate-processes)")
 		}
-		stackOpts = append(stackOpts, stack.WithMixedFleet())
 	}
+	// What the scenario's table entries need of the stack (the fault
+	// proxies of --net-fault, the SASL users of --mixed-fleet).
+	stackOpts = append(stackOpts, sc.StackOptions()...)
 	var stk *stack.Stack
 	var err error
 	if *separate {

@@ -7,7 +7,9 @@
 // that an external gateway does not expose) reads "not measured" in
 // both the Markdown and the HTML, never as a 0 or a -1. The invariants'
 // names and statements are written once (Invariants), as docs/design.md
-// states them. It imports nothing of fencegate.
+// states them. Each scenario's part of the summary and of the verdict
+// is one row of one table (sections.go), keyed by the JSON member the
+// harness's scenario table names. It imports nothing of fencegate.
 //
 // A report must never show a figure it did not measure as a number, nor
 // pass a run that asked for load when a check checked nothing

@@ -273,21 +273,14 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## fencegate loadtest: %s\n\n", passText(rep.Pass))
 	fmt.Fprintf(w, "run: %s\n\n", rep.Run.summary())
 	rep.writeFailures(w)
-	if rep.Mixed != nil {
-		rep.Mixed.writeMarkdown(w)
-		rep.writeInvariants(w)
-		fmt.Fprintf(w, "\nstale writes accepted: %d; definite refusals found committed: %d; sessions left after the run: %s; errors: %d%s%s\n",
-			rep.Gateway.StaleAccepted, rep.Gateway.DefiniteButCommitted, rep.sessionsLeft().Text, rep.Gateway.Errors,
-			breakdown(rep.Gateway.ErrorsByCall), rep.errorsWhy())
-		rep.History.write(w)
+	if write := rep.summaryInstead(); write != nil {
+		write(rep, w)
 		return
 	}
 	fmt.Fprintf(w, "%d leases x %d workers, %d records x %d B per batch, %.0fs, TTL %dms, freeze %s, churn %s, ambiguity %s\n\n",
 		s.Leases, s.WorkersPerLease, s.BatchSize, s.RecordSize, s.DurationS, s.TTLMs, every(s.FreezeEveryS).Text, every(s.ChurnEveryS).Text,
 		every(s.AmbiguityEveryS).Text)
-	if s.Stateful {
-		fmt.Fprint(w, "stateful workers: items resumed from the lease's checkpoint\n\n")
-	}
+	rep.writeSections(w, afterScenario)
 	fmt.Fprintf(w, "pacing: %s\n\n", s.pacing())
 	fmt.Fprintf(w, "API clients: %d", s.Clients)
 	if s.MaxInFlightPerClient > 0 {
@@ -301,7 +294,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| ledger == acked batches | %s | %d | missing %d, duplicated %d (%s) |\n\n",
 			passText(rep.Ledger.Pass), rep.Ledger.AckedBatches, rep.Ledger.Missing, rep.Ledger.Duplicated, rep.Ledger.extraText())
 	}
-	rep.Trusted.writeMarkdown(w)
+	rep.writeSections(w, afterLedger)
 	fmt.Fprintln(w, "| | gateway | direct | naive |")
 	fmt.Fprintln(w, "|---|---|---|---|")
 	for _, row := range rep.baselineRows() {
@@ -314,12 +307,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	if rep.MaterializerPaused {
 		fmt.Fprintf(w, "\nthe materializer was paused during the gateway phase (--pause-materializer); the ledger was checked after it caught up")
 	}
-	if rep.Stateful != nil {
-		rep.Stateful.writeMarkdown(w)
-	}
-	if rep.Balanced != nil {
-		rep.Balanced.writeMarkdown(w)
-	}
+	rep.writeSections(w, afterBaselines)
 	rep.writeColdStart(w)
 	directRate := rep.Throughput.DirectRecordsPerS > 0
 	fmt.Fprintf(w, "steady state (%.1fs): %.0f records/s (ratio to direct %s); batch p50 / p99 %.1f / %.1f ms; handover p50 / p99 %.1f / %.1f ms (%d); renew p50 / p99 %.1f / %.1f ms (%d)\n",
@@ -342,8 +330,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "sessions left after the run: %s; process threads before/after: %s\n",
 		rep.sessionsLeft().Text, rep.threads("%d/%d").Text)
 	rep.writeProcesses(w)
-	rep.NetFault.write(w)
-	rep.BrokerFaults.write(w, rep.History)
+	rep.writeSections(w, afterProcesses)
 	rep.History.write(w)
 	rep.writeFleet(w)
 	for _, inv := range []Invariant{rep.Invariants.I1, rep.Invariants.I2, rep.Invariants.I3, rep.Invariants.I4} {

@@ -28,21 +28,11 @@ func (rep *Report) failures() []string {
 	}
 	g := rep.Gateway
 	fail(g.Errors == 0 || len(rep.Scenario.Faults) > 0, "worker errors with no fault injected to explain them: %d%s", g.Errors, breakdown(g.ErrorsByCall))
-	fail(rep.NetFault == nil || rep.NetFault.Unrecovered == 0, "network fault rounds after which no batch was acknowledged: %d", unrecovered(rep.NetFault))
-	fail(rep.BrokerFaults.Pass(), "broker faults: none applied, or one not applied, never whole again, or a lease not served within one TTL after it")
-	if m := rep.Mixed; m != nil {
-		m.finish()
-		fail(m.Pass, "mixed fleet: a check failed or is missing")
-	}
+	rep.sectionFailures(failAfterErrors, fail)
 	fail(g.StaleAccepted == 0, "stale writes accepted: %d", g.StaleAccepted)
 	fail(g.DefiniteButCommitted == 0, "definite refusals found committed: %d", g.DefiniteButCommitted)
 	fail(g.SessionsAfterRun <= 0, "sessions left after the run: %d", g.SessionsAfterRun)
-	if s := rep.Stateful; s != nil {
-		fail(s.I6.Pass, "I6: %d violations", s.I6.Violations)
-		fail(s.FencedState.Passed(), "fenced state: the workers' own table broke the rule")
-	}
-	fail(rep.Balanced == nil || rep.Balanced.Pass, "balanced: the re-serve gaps or the worker-visible errors are over their bounds")
-	fail(rep.Trusted == nil || rep.Trusted.Pass, "trusted topic: it does not hold each acknowledged batch once, in order, as the ledger does")
+	rep.sectionFailures(failAtEnd, fail)
 	return out
 }
 

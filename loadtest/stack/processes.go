@@ -62,7 +62,7 @@ type SeparateOptions struct {
 	// yardstick run after the direct baseline (0: no yardstick).
 	BareProducers int
 	// BareHandovers is the number of loops of the handover yardstick
-	// (loadtest.RunBareHandovers) run after the gateway phase (0: none).
+	// (baseline.RunBareHandovers) run after the gateway phase (0: none).
 	BareHandovers int
 	// GatewayArgs are more `serve` flags for the gateway child, after the
 	// harness's own (a later flag wins), e.g. --park-after=0.

@@ -4,8 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // TestMixedChecksFail: each check of the mixed fleet fails on the log of
@@ -63,5 +65,33 @@ func TestMixedChecksFail(t *testing.T) {
 		if c.inv.Pass != c.pass {
 			t.Errorf("%s: pass %v, want %v (%+v)", c.name, c.inv.Pass, c.pass, c.inv)
 		}
+	}
+}
+
+// TestMixedChecksLeaveOutOnlyDirectRecords: a mixed run's I2, I3, I4 and
+// history leave out only the direct workers' records (no lease, outside
+// any transaction); an unstamped record inside a transaction, or a
+// stamped one outside, stays to be judged.
+func TestMixedChecksLeaveOutOnlyDirectRecords(t *testing.T) {
+	t.Parallel()
+	stamped := barrier.Stamp{Lease: "shard:1", Token: 1, Batch: "b"}
+	cases := []struct {
+		name string
+		r    verify.LogRecord
+		want bool
+	}{
+		{"a direct worker's record", verify.LogRecord{}, true},
+		{"an unstamped record in a transaction", verify.LogRecord{Transactional: true}, false},
+		{"a stamped record outside a transaction", verify.LogRecord{Stamp: stamped}, false},
+		{"a transaction marker", verify.LogRecord{Control: true}, false},
+		{"a rollout marker", verify.LogRecord{Transactional: true, Marker: true}, false},
+	}
+	for _, c := range cases {
+		if got := directLog(c.r); got != c.want {
+			t.Errorf("%s: left out %v, want %v", c.name, got, c.want)
+		}
+	}
+	if directRecord(verify.Record{Stamp: stamped}) || directRecord(verify.Record{Marker: true}) || !directRecord(verify.Record{}) {
+		t.Error("directRecord does not tell a stamped record from a direct one")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/fencegate/fencegate/leasestore"
+	"github.com/fencegate/fencegate/loadtest/baseline"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
 	"github.com/fencegate/fencegate/rollout"
@@ -91,6 +92,42 @@ type directWorker struct {
 	freeze atomic.Bool
 }
 
+// mixedFleetEntry is the mixed-fleet scenario of the table (FM21): it
+// runs in place of the runner's phases (RunMixed).
+func mixedFleetEntry() entry {
+	return entry{name: "mixed-fleet", proves: "a rollout observe -> gated -> enforced with old direct workers beside gateway workers: what was written before enforced is kept, nothing after it, and the ACL plan refuses the old principal (FM21)",
+		flags:       []string{"--mixed-fleet", "--state-duration", "--direct-workers"},
+		on:          func(sc Scenario, _ *stack.Stack) bool { return sc.MixedFleet },
+		validate:    validateMixed,
+		stackOption: stack.WithMixedFleet,
+		run:         RunMixed,
+		// The direct workers' records: the mixed checks judge them.
+		ownRecords: directLog,
+		report:     "mixed"}
+}
+
+// validateMixed fills the mixed fleet's defaults and checks them.
+func validateMixed(s *Scenario) error {
+	if !s.MixedFleet {
+		return nil
+	}
+	if s.StateDuration == 0 {
+		s.StateDuration = s.Duration / 3
+	}
+	if s.DirectWorkers == 0 {
+		s.DirectWorkers = 2
+	}
+	switch {
+	case s.StateDuration < s.TTL || s.StateDuration > time.Hour:
+		return errors.New("state_duration must be in [ttl, 1h]")
+	case s.DirectWorkers < 2 || s.DirectWorkers > 100:
+		return errors.New("direct_workers must be 2..100")
+	case s.Stateful:
+		return errors.New("stateful and mixed_fleet do not combine")
+	}
+	return nil
+}
+
 // RunMixed runs the mixed fleet (Scenario.MixedFleet) on a stack started
 // WithMixedFleet, verifies it and returns the report.
 func RunMixed(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*report.Report, error) {
@@ -120,7 +157,7 @@ func RunMixed(ctx context.Context, s *stack.Stack, sc Scenario, opts Options) (*
 }
 
 func newMixedRun(r *runner) (*mixedRun, error) {
-	p, err := newProducer(r.stack.DirectKafka(), "")
+	p, err := baseline.NewProducer(r.stack.DirectKafka(), "")
 	if err != nil {
 		return nil, err
 	}

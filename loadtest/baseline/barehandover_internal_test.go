@@ -1,4 +1,4 @@
-package loadtest
+package baseline
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestBareHandoversCommitOneRecordEach(t *testing.T) {
 		t.Skip("the yardstick writes to its fixed topic, made on the in-process broker only")
 	}
 	k := kafkatest.Start(t, stack.DirectTopic, stack.Partitions)
-	f, err := RunBareHandovers(context.Background(), k.Conn, BaselineChild{Mode: BaselineHandover, Producers: 2, Duration: time.Second})
+	f, err := RunBareHandovers(context.Background(), k.Conn, Child{Mode: ModeHandover, Producers: 2, Duration: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package loadtest
+package baseline
 
 import (
 	"bytes"
@@ -16,22 +16,6 @@ import (
 	"github.com/fencegate/fencegate/loadtest/stack"
 )
 
-// RunDirect runs the direct baseline alone (the process of `fencegate
-// loadtest-baseline --mode direct`): one transactional producer per lease,
-// the batches of b, for b.Duration.
-func RunDirect(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (report.DirectFigures, error) {
-	router, err := stack.NewRouter()
-	if err != nil {
-		return report.DirectFigures{}, err
-	}
-	sc := Defaults()
-	sc.Leases, sc.BatchSize, sc.RecordSize, sc.Rate = b.Producers, b.BatchSize, b.RecordSize, b.Rate
-	// The direct loop lasts baselineDuration: half the gateway phase.
-	sc.Duration = 2 * b.Duration
-	r := &runner{sc: sc, stack: &stack.Stack{Kafka: conn, Router: router}}
-	return r.direct(ctx, b.Plain)
-}
-
 // RunBare is the bare-producer yardstick: b.Producers transactional
 // producers in a loop, each transaction b.BatchSize records of
 // b.RecordSize bytes stamped like the gateway's (unless b.Plain),
@@ -40,7 +24,7 @@ func RunDirect(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (rep
 // what the client library and the broker can do on this machine; the
 // direct baseline differs from it only in waiting for each record's
 // delivery report and in its producer count (one per lease).
-func RunBare(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (report.BareFigures, error) {
+func RunBare(ctx context.Context, conn kafkaconn.Config, b Child) (report.BareFigures, error) {
 	value := bytes.Repeat([]byte("x"), b.RecordSize)
 	var records atomic.Int64
 	bctx, cancel := context.WithTimeout(ctx, b.Duration)
@@ -52,7 +36,7 @@ func RunBare(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (repor
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			batch := baselineBatch{topic: stack.DirectTopic, partition: int32(i % stack.Partitions),
+			batch := transaction{topic: stack.DirectTopic, partition: int32(i % stack.Partitions),
 				lease: "bare:" + strconv.Itoa(i), owner: "bare-" + strconv.Itoa(i), plain: b.Plain, size: b.BatchSize, value: value}
 			errs <- bareProducer(bctx, conn, i, batch, &records)
 		}()
@@ -67,7 +51,7 @@ func RunBare(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (repor
 	return report.BareFigures{Producers: b.Producers, Records: records.Load(), Seconds: time.Since(start).Seconds()}, nil
 }
 
-func bareProducer(ctx context.Context, conn kafkaconn.Config, i int, batch baselineBatch, records *atomic.Int64) error {
+func bareProducer(ctx context.Context, conn kafkaconn.Config, i int, batch transaction, records *atomic.Int64) error {
 	cm, err := conn.ConfigMap()
 	if err != nil {
 		return err

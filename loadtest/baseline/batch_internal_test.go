@@ -1,4 +1,4 @@
-package loadtest
+package baseline
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // pays for what the gateway pays for.
 func TestBaselineBatchStampsLikeTheGateway(t *testing.T) {
 	t.Parallel()
-	b := baselineBatch{topic: "t", partition: 3, lease: "shard:7", owner: "w7-0", size: 4, value: []byte("v")}
+	b := transaction{topic: "t", partition: 3, lease: "shard:7", owner: "w7-0", size: 4, value: []byte("v")}
 	for i, m := range b.messages(9) {
 		if len(m.Headers) != barrier.DataHeaders {
 			t.Fatalf("record %d: %d headers, want %d", i, len(m.Headers), barrier.DataHeaders)

@@ -1,4 +1,4 @@
-package loadtest
+package baseline
 
 import (
 	"strconv"
@@ -8,7 +8,7 @@ import (
 	"github.com/fencegate/fencegate/barrier"
 )
 
-// baselineBatch is one transaction of a baseline producer (direct or
+// transaction is one transaction of a baseline producer (direct or
 // bare), built like a gateway batch so that the yardstick is like for
 // like: keys of the harness workers' shape ("a<attempt>/<i>"), and,
 // unless Plain, the five headers the gateway stamps on every data record
@@ -16,7 +16,7 @@ import (
 // (barrier.Stamper, the batch's headers in one slice). Plain is the form
 // without headers: what the baselines measured before, reported next to
 // the stamped form so that the cost of the headers themselves is seen.
-type baselineBatch struct {
+type transaction struct {
 	topic     string
 	partition int32
 	lease     string
@@ -27,7 +27,7 @@ type baselineBatch struct {
 }
 
 // messages returns the records of round n of the batch.
-func (b baselineBatch) messages(n int) []kafka.Message {
+func (b transaction) messages(n int) []kafka.Message {
 	msgs := make([]kafka.Message, b.size)
 	attempt := "a" + strconv.Itoa(n) + "/"
 	var stamper *barrier.Stamper

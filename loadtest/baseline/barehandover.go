@@ -1,4 +1,4 @@
-package loadtest
+package baseline
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // the broker, without Postgres, HTTP, the barrier's signing or the
 // gateway's connection warm-up; its producers have the gateway's
 // librdkafka settings (barehandoverConfig).
-func RunBareHandovers(ctx context.Context, conn kafkaconn.Config, b BaselineChild) (report.HandoverFigures, error) {
+func RunBareHandovers(ctx context.Context, conn kafkaconn.Config, b Child) (report.HandoverFigures, error) {
 	var done atomic.Int64
 	var hist report.Histogram
 	hctx, cancel := context.WithTimeout(ctx, b.Duration)

@@ -1,4 +1,4 @@
-package loadtest
+package baseline
 
 import (
 	"flag"
@@ -13,15 +13,15 @@ import (
 // the flags.
 func TestBaselineChildFlagsRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, want := range []BaselineChild{
-		{Mode: BaselineDirect, Producers: 7, BatchSize: 3, RecordSize: 0, Duration: 1500 * time.Millisecond, Rate: 2.5},
-		{Mode: BaselineDirect, Producers: 7, BatchSize: 3, RecordSize: 10, Duration: time.Second, Plain: true},
-		{Mode: BaselineBare, Producers: 2, BatchSize: 250, RecordSize: 4096, Duration: time.Minute},
-		{Mode: BaselineBare, Producers: 2, BatchSize: 250, RecordSize: 4096, Duration: time.Minute, Plain: true},
+	for _, want := range []Child{
+		{Mode: ModeDirect, Producers: 7, BatchSize: 3, RecordSize: 0, Duration: 1500 * time.Millisecond, Rate: 2.5},
+		{Mode: ModeDirect, Producers: 7, BatchSize: 3, RecordSize: 10, Duration: time.Second, Plain: true},
+		{Mode: ModeBare, Producers: 2, BatchSize: 250, RecordSize: 4096, Duration: time.Minute},
+		{Mode: ModeBare, Producers: 2, BatchSize: 250, RecordSize: 4096, Duration: time.Minute, Plain: true},
 	} {
 		fs := flag.NewFlagSet("loadtest-baseline", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		var got BaselineChild
+		var got Child
 		got.Register(fs)
 		if err := fs.Parse(want.Args()); err != nil {
 			t.Fatalf("%+v: %v", want, err)
