@@ -46,3 +46,21 @@ func TestBrokerFaultScenarioValidates(t *testing.T) {
 		t.Fatalf("kinds %v: want the six of issue 39, all striking by default", all)
 	}
 }
+
+// TestRatesArePerSecondOfWhatRan: a broker-fault run ends its gateway
+// phase after its rounds (phase.end), long before its Duration bound; the
+// report's rates are then per second of the phase that ran. Before, a
+// 100 s run bounded by 15 min was reported as 900 s (records/s 0.8 for
+// 730 records).
+func TestRatesArePerSecondOfWhatRan(t *testing.T) {
+	r := &runner{sc: Scenario{Duration: 15 * time.Minute}, st: newStats(1)}
+	r.st.start = time.Now().Add(-100 * time.Second)
+	r.st.endEarly()
+	if got := r.phaseSeconds(); got < 99 || got > 110 {
+		t.Fatalf("phase %.1f s, want the 100 s that ran", got)
+	}
+	full := &runner{sc: Scenario{Duration: time.Minute}, st: newStats(1)}
+	if got := full.phaseSeconds(); got != 60 {
+		t.Fatalf("a phase that ran its Duration: %.1f s, want 60", got)
+	}
+}

@@ -41,12 +41,16 @@ func (r *runner) report() *report.Report {
 }
 
 // phaseSeconds is the gateway phase's length: its Duration, or for a
-// cold-start run that ended when every lease had written, until then.
+// cold-start run that ended when every lease had written, until then,
+// or for a run a scenario ended early (endEarly), until that end.
 func (r *runner) phaseSeconds() float64 {
 	r.st.mu.Lock()
 	defer r.st.mu.Unlock()
-	if r.sc.ColdStart && !r.st.allBatchedAt.IsZero() {
+	switch {
+	case r.sc.ColdStart && !r.st.allBatchedAt.IsZero():
 		return r.st.allBatchedAt.Sub(r.st.start).Seconds()
+	case !r.st.endedAt.IsZero():
+		return min(r.st.endedAt.Sub(r.st.start), r.sc.Duration).Seconds()
 	}
 	return r.sc.Duration.Seconds()
 }

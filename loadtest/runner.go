@@ -183,7 +183,7 @@ func (r *runner) gatewayPhase(ctx context.Context) error {
 	fctx, fcancel := r.faultWindow(pctx)
 	defer fcancel()
 	r.every(pctx, &faults, time.Second, r.progress)
-	p := &phase{ctx: pctx, faultCtx: fctx, end: cancel, faults: &faults}
+	p := &phase{ctx: pctx, faultCtx: fctx, end: func() { r.st.endEarly(); cancel() }, faults: &faults}
 	for _, e := range on(r.sc, r.stack) {
 		if e.start != nil {
 			if err := e.start(r, p); err != nil {

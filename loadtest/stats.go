@@ -64,8 +64,11 @@ type stats struct {
 	// when the last of them had its first (zero: not yet), and
 	// allBatched is closed then; handoversAtAllBatched are the handovers
 	// until that moment. Under mu.
-	batched               map[string]bool
-	allBatchedAt          time.Time
+	batched      map[string]bool
+	allBatchedAt time.Time
+	// endedAt is when a scenario ended the gateway phase before its
+	// Duration (endEarly; zero: it ran its Duration).
+	endedAt               time.Time
 	allBatched            chan struct{}
 	handoversAtAllBatched int64
 	// errorsByCall counts worker errors by call and answer, for example
@@ -248,4 +251,15 @@ func (s *stats) seconds() []report.Second {
 		out[i].P99Ms = s.timeline[i].hist.Ms(0.99)
 	}
 	return out
+}
+
+// endEarly records that a scenario ends the gateway phase now, before
+// its Duration (a broker-fault run after its rounds, a cold start once
+// every lease wrote): the phase's figures are per second of what ran.
+func (s *stats) endEarly() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.endedAt.IsZero() {
+		s.endedAt = time.Now()
+	}
 }
