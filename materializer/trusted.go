@@ -207,9 +207,8 @@ func (t *TrustedSink) run(ctx context.Context) error {
 	}
 	defer t.closeParts()
 	defer c.Close()
-	if err := c.SubscribeTopics(topics, func(c *kafka.Consumer, ev kafka.Event) error {
-		return t.rebalance(ctx, c, ev)
-	}); err != nil {
+	rebalance := func(c *kafka.Consumer, ev kafka.Event) error { return t.rebalance(ctx, c, ev) }
+	if err := c.SubscribeTopics(topics, rebalance); err != nil {
 		return err
 	}
 	t.running.Store(true)
@@ -219,15 +218,38 @@ func (t *TrustedSink) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := t.commitChunks(ctx, c, chunks); err != nil {
+		err = t.commitChunks(ctx, c, chunks)
+		if err == nil && len(chunks) == 0 {
+			err = t.skipMarkers(ctx, c)
+		}
+		if err != nil && fatal(err) {
+			err = t.rejoin(c, topics, rebalance, err)
+		}
+		if err != nil {
 			return err
 		}
-		if len(chunks) == 0 {
-			if err := t.skipMarkers(ctx, c); err != nil {
-				return err
-			}
-		}
 		t.updateLag(c)
+	}
+	return nil
+}
+
+// rejoin is the answer to a producer fenced for good (fatal): whether
+// another instance took its partition (a zombie, FM55) or the broker
+// aborted its transaction past its timeout (FM118), this instance cannot
+// tell, so it closes every producer, leaves the group and joins it
+// again, and the group decides which partitions are its own; each is
+// then taken as at any assignment (a new producer whose InitTransactions
+// fences the old one, its state read again, the consumer at the group's
+// committed offset). Nothing is written twice: a commit carries its
+// group generation and the broker refuses an older one (KIP-447).
+func (t *TrustedSink) rejoin(c *kafka.Consumer, topics []string, rebalance kafka.RebalanceCb, cause error) error {
+	t.log.Warn("trusted sink: a producer was fenced; leaving the group and joining again", "cause", cause)
+	t.closeParts()
+	if err := c.Unsubscribe(); err != nil {
+		return fmt.Errorf("%w; leaving the group: %w", cause, err)
+	}
+	if err := c.SubscribeTopics(topics, rebalance); err != nil {
+		return fmt.Errorf("%w; joining the group again: %w", cause, err)
 	}
 	return nil
 }

@@ -2,13 +2,20 @@ package materializer_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/fencegate/fencegate/internal/kafkatest"
 	"github.com/fencegate/fencegate/internal/syncbuf"
+	"github.com/fencegate/fencegate/kafkaconn"
 	"github.com/fencegate/fencegate/materializer"
 )
 
@@ -83,4 +90,89 @@ func (w *lineWatch) Write(p []byte) (int, error) {
 		close(w.seen)
 	}
 	return len(p), nil
+}
+
+// TestFM118_TrustedPartitionTakenAgainAfterItsTransactionTimedOut: a
+// chunk's transaction outlives the transaction timeout (the sink was held
+// up, as a coordinator that answers nothing for a minute holds it), so the
+// broker aborts it and bumps the producer's epoch: the sink's next call
+// is refused for good (fenced), though no other instance took the
+// partition. The sink must join its group again and take what the group
+// gives it (a new producer, InitTransactions, its state read again) and
+// judge the chunk again, never stop (`fencegate materialize` exited so in
+// the long broker-fault run); and the trusted topic is then the
+// ledger's, each record once. On Apache Kafka (a broker
+// of the test's own, checking for timed-out transactions every 500 ms).
+func TestFM118_TrustedSinkRejoinsAfterItsTransactionTimedOut(t *testing.T) {
+	t.Parallel()
+	a := kafkatest.StartApache(t, topic, partitions, kafkatest.ApacheOptions{Config: []string{
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=500"}})
+	b := setupOn(t, a.Cluster)
+	last := b.trustedWorkload()
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	want := b.ledgerView(1)
+
+	var once sync.Once
+	var ts *materializer.TrustedSink
+	held := func(c *materializer.TrustedConfig) {
+		c.TransactionTimeout = 3 * time.Second
+		c.Hooks.BeforeCommit = func(topic string, partition int32) error {
+			once.Do(func() {
+				id := fmt.Sprintf("%s%s/%s/%d", ts.TransactionalIDPrefix(), "timedout", topic, partition)
+				waitAbortedByTheBroker(t, a.Conn, id)
+			})
+			return nil
+		}
+	}
+	logs := &syncbuf.Buffer{}
+	ts = b.newTrusted("timedout", held, func(c *materializer.Config) {
+		c.MaxBatch = 4
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	if err := b.runTrustedUntil(ts, 1, last); err != nil {
+		t.Fatalf("the sink stopped when the broker aborted its timed-out transaction: %v (FM118)\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "joining again") {
+		t.Fatalf("no producer was fenced: the test proved nothing\n%s", logs.String())
+	}
+	if got := b.trustedView(ts, 1); got != want {
+		t.Fatalf("after the timed-out transaction:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// waitAbortedByTheBroker polls DescribeTransactions until the
+// transaction of id is no longer ongoing: the coordinator aborted it at
+// its timeout.
+func waitAbortedByTheBroker(t *testing.T, conn kafkaconn.Config, id string) {
+	opts, err := conn.KgoOpts()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = []string{id}
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && len(resp.TransactionStates) == 1 && resp.TransactionStates[0].ErrorCode == 0 &&
+			resp.TransactionStates[0].State != "Ongoing" {
+			t.Logf("the broker aborted %s: %s, epoch %d", id, resp.TransactionStates[0].State, resp.TransactionStates[0].ProducerEpoch)
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Errorf("the transaction of %s was never aborted by the broker (%v)", id, err)
+			return
+		}
+	}
 }

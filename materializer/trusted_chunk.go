@@ -92,6 +92,15 @@ func abortable(err error) bool {
 	return errors.As(err, &ke) && ke.TxnRequiresAbort() && !ke.IsFatal()
 }
 
+// fatal reports whether err ends a producer for good: fenced by a newer
+// producer of its transactional id (another instance took the
+// partition: FM55), or by the coordinator's epoch bump when it aborted a
+// transaction past its timeout (FM118). Run then joins the group again.
+func fatal(err error) bool {
+	var ke kafka.Error
+	return errors.As(err, &ke) && ke.IsFatal()
+}
+
 // retriable reports whether err says a transactional call timed out or
 // lost its coordinator and may be called again to resume (librdkafka
 // refuses any other transactional call until it completes).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -319,7 +320,9 @@ func TestFM54_TrustedCrashBeforeEachCommitLeavesNoTrace(t *testing.T) {
 // TestFM55_ZombieSinkFencedByTheBroker: an instance frozen before its
 // commit loses its partitions (max.poll.interval.ms); the instance that
 // takes them fences its producer and aborts its transaction, and the
-// zombie's commit, when it wakes, is refused: every record once.
+// zombie's commit, when it wakes, is refused (fenced): the zombie then
+// joins its group again as a new member (FM118's answer) and writes
+// nothing twice: every record once.
 func TestFM55_ZombieSinkFencedByTheBroker(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -330,6 +333,7 @@ func TestFM55_ZombieSinkFencedByTheBroker(t *testing.T) {
 	quick := func(c *materializer.Config) {
 		c.Consumer = map[string]string{"session.timeout.ms": "6000", "max.poll.interval.ms": "6000", "heartbeat.interval.ms": "500"}
 	}
+	refused := newLineWatch("joining again")
 	var once bool
 	zombie := b.newTrusted("zombie", func(c *materializer.TrustedConfig) {
 		c.Hooks.BeforeCommit = func(string, int32) error {
@@ -340,7 +344,10 @@ func TestFM55_ZombieSinkFencedByTheBroker(t *testing.T) {
 			}
 			return nil
 		}
-	}, quick)
+	}, func(c *materializer.Config) {
+		quick(c)
+		c.Logger = slog.New(slog.NewTextHandler(refused, nil))
+	})
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	zdone := make(chan error, 1)
@@ -355,9 +362,17 @@ func TestFM55_ZombieSinkFencedByTheBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(wake)
-	err := <-zdone
-	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "fenc") {
-		t.Fatalf("the zombie's commit: %v, want fenced", err)
+	select {
+	case <-refused.seen:
+	case err := <-zdone:
+		t.Fatalf("the zombie stopped: %v, want its commit refused and the group joined again\n%s", err, refused.log.String())
+	}
+	if !strings.Contains(strings.ToLower(refused.log.String()), "fenced") {
+		t.Fatalf("the zombie's commit was not refused as fenced:\n%s", refused.log.String())
+	}
+	cancel()
+	if err := <-zdone; err != nil {
+		t.Fatalf("the zombie after joining again: %v", err)
 	}
 	if got := b.trustedView(next, 1); got != want {
 		t.Fatalf("with a zombie:\n%s\nwant:\n%s", got, want)
