@@ -47,7 +47,9 @@
 #   FENCEGATE_KAFKA_WATCH_PID  stop the broker when this process ends (a
 #                            test's broker must not outlive its test binary)
 #   FENCEGATE_KAFKA_MODE     single|cluster|all for stop, status, url, pids
-#   FENCEGATE_KAFKA_START_TIMEOUT  seconds a node may take to start (default 60)
+#   FENCEGATE_KAFKA_START_TIMEOUT  seconds a node may take to start (default 180: a
+#                            broker loads every partition of its data first, 2m41s
+#                            for the 8,472 a day of make test left in the shared one)
 #   FENCEGATE_KAFKA_SECURE   1: the single broker is secured (below)
 #   FENCEGATE_KAFKA_OAUTH_JWKS_URL  with SECURE=1: the JWKS document of
 #                            the identity provider whose tokens the broker
@@ -85,7 +87,7 @@ dir="${FENCEGATE_KAFKA_DIR:-/tmp/fencegate-kafka-$port}"
 home="${FENCEGATE_KAFKA_HOME:-/tmp/fencegate-kafka-lib}"
 osuser="${FENCEGATE_KAFKA_USER:-fencegate-kafka}"
 heap="${FENCEGATE_KAFKA_HEAP:-512m}"
-start_timeout="${FENCEGATE_KAFKA_START_TIMEOUT:-60}"
+start_timeout="${FENCEGATE_KAFKA_START_TIMEOUT:-180}"
 
 log() { echo "kafka.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
