@@ -121,7 +121,14 @@ func (sep *separate) setMat(c *child) {
 
 // MaterializerLog is the end of the materializer child's log, for a
 // failure that the materializer may explain ("": no child).
-func (s *Stack) MaterializerLog() string {
+func (s *Stack) MaterializerLog() string { return s.materializerLog((*tail).String) }
+
+// TrustedSinkLog returns the last 16 KiB of the materializer child's
+// lines about its trusted sink ("" without a child), which its other
+// lines would push out of MaterializerLog.
+func (s *Stack) TrustedSinkLog() string { return s.materializerLog((*tail).Kept) }
+
+func (s *Stack) materializerLog(part func(*tail) string) string {
 	if s.separate == nil {
 		return ""
 	}
@@ -130,7 +137,7 @@ func (s *Stack) MaterializerLog() string {
 	if s.separate.mat == nil || s.separate.mat.log == nil {
 		return ""
 	}
-	return s.separate.mat.log.String()
+	return part(s.separate.mat.log)
 }
 
 // matPID is the materializer child's pid (0: none).
@@ -396,7 +403,7 @@ func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sin
 	if s.Kafka.SASLPassword != "" {
 		cmd.Env = append(cmd.Env, "FENCEGATE_KAFKA_SASL_PASSWORD="+s.Kafka.SASLPassword)
 	}
-	logTail := &tail{}
+	logTail := &tail{keep: "trusted sink"}
 	cmd.Stderr = logTail
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -417,25 +424,55 @@ func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sin
 }
 
 // tail keeps the last 4 KiB written to it: a child's log, for errors.
+// With keep set it also keeps, in kept, the last 16 KiB of the lines that
+// hold keep: a component's lines that the rest would push out.
 type tail struct {
-	mu  sync.Mutex
-	buf []byte
+	mu   sync.Mutex
+	buf  []byte
+	keep string
+	line []byte // the line being written, for keep
+	kept []byte
 }
 
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if n := len(t.buf) - 4096; n > 0 {
-		t.buf = append(t.buf[:0], t.buf[n:]...)
+	t.buf = last(append(t.buf, p...), 4096)
+	if t.keep != "" {
+		t.line = append(t.line, p...)
+		for {
+			i := bytes.IndexByte(t.line, '\n')
+			if i < 0 {
+				break
+			}
+			if bytes.Contains(t.line[:i], []byte(t.keep)) {
+				t.kept = last(append(t.kept, t.line[:i+1]...), 16384)
+			}
+			t.line = append(t.line[:0], t.line[i+1:]...)
+		}
 	}
 	return len(p), nil
+}
+
+// last returns the last n bytes of b, in b's array.
+func last(b []byte, n int) []byte {
+	if over := len(b) - n; over > 0 {
+		return append(b[:0], b[over:]...)
+	}
+	return b
 }
 
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.TrimSpace(string(t.buf))
+}
+
+// Kept returns the lines kept for keep.
+func (t *tail) Kept() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.kept))
 }
 
 // Sampler accumulates the CPU ticks and peak RSS of processes over one
