@@ -146,7 +146,9 @@ func (t *TrustedSink) rewind(ctx context.Context, c *kafka.Consumer, tp *trusted
 	t.log.Warn("trusted sink: transaction aborted; the chunk will be judged again", "topic", tp.key.topic,
 		"partition", tp.key.partition, "offset", first, "cause", cause)
 	if err := t.retry(ctx, tp, "abort", tp.p.AbortTransaction); err != nil {
-		return fmt.Errorf("%w; abort: %w", cause, err)
+		// the abort's answer decides what follows (a fence: Run joins
+		// the group again, FM118), the cause is told
+		return fmt.Errorf("abort: %w (after %v)", err, cause)
 	}
 	state, err := t.restore(ctx, tp.key)
 	if err != nil {
