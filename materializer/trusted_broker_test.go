@@ -36,12 +36,7 @@ func TestFM117_TrustedChunkOutlivesAFrozenBroker(t *testing.T) {
 	// as fenced: each path must end with the chunk judged again (a
 	// loaded CI run took the second, and the sink stopped on the fenced
 	// abort).
-	a := kafkatest.StartApache(t, topic, partitions, kafkatest.ApacheOptions{Config: []string{
-		"transaction.abort.timed.out.transaction.cleanup.interval.ms=500"}})
-	b := setupOn(t, a.Cluster)
-	last := b.trustedWorkload()
-	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
-	want := b.ledgerView(1)
+	b, a, last, want := abortingBundle(t)
 
 	met := newLineWatch("asked again")
 	var once sync.Once
@@ -112,12 +107,7 @@ func (w *lineWatch) Write(p []byte) (int, error) {
 // of the test's own, checking for timed-out transactions every 500 ms).
 func TestFM118_TrustedSinkRejoinsAfterItsTransactionTimedOut(t *testing.T) {
 	t.Parallel()
-	a := kafkatest.StartApache(t, topic, partitions, kafkatest.ApacheOptions{Config: []string{
-		"transaction.abort.timed.out.transaction.cleanup.interval.ms=500"}})
-	b := setupOn(t, a.Cluster)
-	last := b.trustedWorkload()
-	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
-	want := b.ledgerView(1)
+	b, a, last, want := abortingBundle(t)
 
 	var once sync.Once
 	var ts *materializer.TrustedSink
@@ -182,4 +172,17 @@ func waitAbortedByTheBroker(t *testing.T, conn kafkaconn.Config, id string) {
 			return
 		}
 	}
+}
+
+// abortingBundle is a bundle on an Apache Kafka broker of the test's own
+// that aborts timed-out transactions within 500 ms, with the trusted
+// workload written and applied to the ledger: its last offset on
+// partition 1 and the ledger's view of it.
+func abortingBundle(t *testing.T) (*testBundle, *kafkatest.Apache, int64, string) {
+	a := kafkatest.StartApache(t, topic, partitions, kafkatest.ApacheOptions{Config: []string{
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=500"}})
+	b := setupOn(t, a.Cluster)
+	last := b.trustedWorkload()
+	b.runUntil(b.newMaterializer(nil), b.db, 1, last)
+	return b, a, last, b.ledgerView(1)
 }
