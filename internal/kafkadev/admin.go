@@ -175,20 +175,44 @@ func (a *Admin) Nodes(ctx context.Context) ([]int, error) {
 	return out, nil
 }
 
-// WaitFenced polls Nodes until node n is no longer in the metadata (the
-// quorum fenced it: it missed its heartbeats) or ctx ends (an error).
-func (a *Admin) WaitFenced(ctx context.Context, n int) error {
+// WaitFenced asks the other nodes, each directly and for at most 5 s a
+// question (a question routed to the cut node itself would hang), until
+// one answers metadata without node n (the quorum fenced it: it missed
+// its heartbeats) or ctx ends (an error).
+func (a *Admin) WaitFenced(ctx context.Context, n, nodes int) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	var last error
 	for {
-		live, err := a.Nodes(ctx)
-		if err == nil && !slices.Contains(live, n) {
-			return nil
+		for m := 1; m <= nodes; m++ {
+			if m == n {
+				continue
+			}
+			live, err := a.nodesSeenBy(ctx, m)
+			if err == nil && !slices.Contains(live, n) {
+				return nil
+			}
+			last = fmt.Errorf("node %d answers %v, %v", m, live, err)
 		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			return fmt.Errorf("node %d still in the metadata (%v, %v)", n, live, err)
+			return fmt.Errorf("node %d still in the metadata (%v)", n, last)
 		}
 	}
+}
+
+// nodesSeenBy returns the nodes that node m's metadata names.
+func (a *Admin) nodesSeenBy(ctx context.Context, m int) ([]int, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := a.cl.Broker(m).Request(qctx, kmsg.NewPtrMetadataRequest())
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
+		out = append(out, int(b.NodeID))
+	}
+	return out, nil
 }

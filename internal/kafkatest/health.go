@@ -45,11 +45,16 @@ func (a *Apache) IsolateUntilFenced(n int) (heal func(), took time.Duration) {
 		a.t.Fatal(err)
 	}
 	defer adm.Close()
-	heal = a.Isolate(n)
 	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
 	defer cancel()
+	// the admin learns every node's address while all answer: it asks
+	// the others by name once n is cut off.
+	if _, err := adm.Nodes(ctx); err != nil {
+		a.t.Fatalf("kafkatest: the cluster's nodes before the cut: %v", err)
+	}
+	heal = a.Isolate(n)
 	start := time.Now()
-	if err := adm.WaitFenced(ctx, n); err != nil {
+	if err := adm.WaitFenced(ctx, n, a.node.Nodes()); err != nil {
 		heal()
 		a.t.Fatalf("kafkatest: node %d cut off was not fenced within %s: %v", n, healTimeout, err)
 	}
