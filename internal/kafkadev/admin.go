@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -159,60 +158,4 @@ func (a *Admin) partitions(ctx context.Context, topic string) ([]kmsg.MetadataRe
 		return nil, fmt.Errorf("metadata of %s: %d topics", topic, len(resp.Topics))
 	}
 	return resp.Topics[0].Partitions, kerr.ErrorForCode(resp.Topics[0].ErrorCode)
-}
-
-// Nodes returns the nodes the cluster's metadata names: the brokers
-// registered and not fenced.
-func (a *Admin) Nodes(ctx context.Context) ([]int, error) {
-	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, a.cl)
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, b := range resp.Brokers {
-		out = append(out, int(b.NodeID))
-	}
-	return out, nil
-}
-
-// WaitFenced asks the other nodes, each directly and for at most 5 s a
-// question (a question routed to the cut node itself would hang), until
-// one answers metadata without node n (the quorum fenced it: it missed
-// its heartbeats) or ctx ends (an error).
-func (a *Admin) WaitFenced(ctx context.Context, n, nodes int) error {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		for m := 1; m <= nodes; m++ {
-			if m == n {
-				continue
-			}
-			live, err := a.nodesSeenBy(ctx, m)
-			if err == nil && !slices.Contains(live, n) {
-				return nil
-			}
-			last = fmt.Errorf("node %d answers %v, %v", m, live, err)
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return fmt.Errorf("node %d still in the metadata (%v)", n, last)
-		}
-	}
-}
-
-// nodesSeenBy returns the nodes that node m's metadata names.
-func (a *Admin) nodesSeenBy(ctx context.Context, m int) ([]int, error) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := a.cl.Broker(m).Request(qctx, kmsg.NewPtrMetadataRequest())
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
-		out = append(out, int(b.NodeID))
-	}
-	return out, nil
 }

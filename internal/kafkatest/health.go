@@ -32,31 +32,3 @@ func (a *Apache) WaitHealthy() time.Duration {
 	}
 	return time.Since(start)
 }
-
-// IsolateUntilFenced cuts node n off both ways (Isolate) and waits until
-// the quorum has fenced it (it left the cluster's metadata, as the other
-// nodes answer), failing the test after healTimeout: a partition the
-// cluster never noticed would test nothing. It returns heal and how long
-// the fence took.
-func (a *Apache) IsolateUntilFenced(n int) (heal func(), took time.Duration) {
-	a.t.Helper()
-	adm, err := a.node.NewAdmin()
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
-	defer cancel()
-	// the admin learns every node's address while all answer: it asks
-	// the others by name once n is cut off.
-	if _, err := adm.Nodes(ctx); err != nil {
-		a.t.Fatalf("kafkatest: the cluster's nodes before the cut: %v", err)
-	}
-	heal = a.Isolate(n)
-	start := time.Now()
-	if err := adm.WaitFenced(ctx, n, a.node.Nodes()); err != nil {
-		heal()
-		a.t.Fatalf("kafkatest: node %d cut off was not fenced within %s: %v", n, healTimeout, err)
-	}
-	return heal, time.Since(start)
-}
