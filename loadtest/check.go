@@ -328,10 +328,11 @@ func ledgerVerdict(b AckedBatch, got [2]int64) int {
 	return batchOnce
 }
 
-// waitCaughtUp polls until every partition's stored position reaches its
-// end (the materializer skips transaction markers when idle).
+// waitCaughtUp waits (waitProgress) until every partition's stored
+// position reaches its end (the materializer skips transaction markers
+// when idle).
 func (r *runner) waitCaughtUp(ctx context.Context) error {
-	ends := map[int32]int64{}
+	ends := make([]int64, stack.Partitions)
 	for p := range int32(stack.Partitions) {
 		recs, err := verify.ReadPartition(r.stack.Kafka, r.stack.Topic(), p, 30*time.Second)
 		if err != nil {
@@ -341,21 +342,27 @@ func (r *runner) waitCaughtUp(ctx context.Context) error {
 			ends[p] = recs[len(recs)-1].Offset + 1
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		behind := 0
-		for p, end := range ends {
-			var pos int64
-			err := r.stack.Pool.QueryRow(ctx, `SELECT next_offset FROM consumer_positions WHERE topic = $1 AND partition = $2`,
-				r.stack.Topic(), p).Scan(&pos)
-			if err != nil || pos < end {
-				behind++
-			}
-		}
-		if behind == 0 {
-			return nil
-		}
-		wait(ctx, 100*time.Millisecond)
+	if err := waitProgress(ctx, ends, stall, r.storedPositions); err != nil {
+		return fmt.Errorf("the materializer made %w; its log ends:\n%s", err, r.stack.MaterializerLog())
 	}
-	return fmt.Errorf("materializer did not catch up within 2 minutes; its log ends:\n%s", r.stack.MaterializerLog())
+	return nil
+}
+
+// storedPositions are the materializer's stored positions in the lease
+// topic, per partition.
+func (r *runner) storedPositions(ctx context.Context) (map[int32]int64, error) {
+	rows, err := r.stack.Pool.Query(ctx, `SELECT partition, next_offset FROM consumer_positions WHERE topic = $1`, r.stack.Topic())
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for rows.Next() {
+		var p int32
+		var pos int64
+		if err := rows.Scan(&p, &pos); err != nil {
+			return nil, err
+		}
+		out[p] = pos
+	}
+	return out, rows.Err()
 }

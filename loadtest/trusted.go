@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -196,54 +194,16 @@ func provenanceOf(m *kafka.Message) (trustedRecord, error) {
 	return trustedRecord{}, fmt.Errorf("trusted record at offset %d has no %s header", m.TopicPartition.Offset, materializer.HeaderTrusted)
 }
 
-// trustedStall is how long the trusted sink may make no progress at all
-// (no partition's group offset moving) before the run fails: after broker
-// faults it may have minutes of chunks to judge again, and it is judged
-// on reaching the end, not on a guess at how fast it gets there.
-const trustedStall = 2 * time.Minute
-
-// waitTrustedCaughtUp polls until the trusted sink's group offset of
-// every partition reaches the lease topic's last stable offset, for as
-// long as some offset keeps moving.
+// waitTrustedCaughtUp waits (waitProgress) until the trusted sink's
+// group offset of every partition reaches the lease topic's last stable
+// offset.
 func (r *runner) waitTrustedCaughtUp(ctx context.Context) error {
 	ends, err := r.stack.Kafka.LastStableOffsets(ctx, r.stack.Topic(), stack.Partitions)
 	if err != nil {
 		return err
 	}
-	var last map[int32]int64
-	moved := time.Now()
-	for time.Since(moved) < trustedStall {
-		got, err := r.stack.TrustedOffsets(ctx)
-		if err == nil && caughtUp(got, ends) {
-			return nil
-		}
-		if err == nil && !maps.Equal(got, last) {
-			last, moved = got, time.Now()
-		}
-		wait(ctx, 100*time.Millisecond)
+	if err := waitProgress(ctx, ends, stall, r.stack.TrustedOffsets); err != nil {
+		return fmt.Errorf("the trusted sink made %w; its last lines in the materializer's log:\n%s", err, r.stack.TrustedSinkLog())
 	}
-	return fmt.Errorf("the trusted sink made no progress for %s short of the end (partition: group offset/end: %s); its last lines in the materializer's log:\n%s",
-		trustedStall, behind(last, ends), r.stack.TrustedSinkLog())
-}
-
-// behind lists the partitions whose committed offset is short of end.
-func behind(committed map[int32]int64, ends []int64) string {
-	var out []string
-	for p, end := range ends {
-		if end > 0 && committed[int32(p)] < end {
-			out = append(out, fmt.Sprintf("%d: %d/%d", p, committed[int32(p)], end))
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-// caughtUp reports whether every partition's committed offset reaches
-// its end (an end of 0: nothing to read).
-func caughtUp(committed map[int32]int64, ends []int64) bool {
-	for p, end := range ends {
-		if end > 0 && committed[int32(p)] < end {
-			return false
-		}
-	}
-	return true
+	return nil
 }

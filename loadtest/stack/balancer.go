@@ -144,6 +144,7 @@ func (s *Stack) startBalancer(ctx context.Context, dir string) error {
 	}
 	bl.cmd = exec.Command(exe, "-db", "-f", cfg)
 	bl.cmd.Stdout, bl.cmd.Stderr = bl.log, bl.log
+	dieWithUs(bl.cmd)
 	if err := bl.cmd.Start(); err != nil {
 		return err
 	}

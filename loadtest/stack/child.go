@@ -144,6 +144,7 @@ func (c *ChildGateway) start(ctx context.Context) error {
 	cmd := exec.Command(c.exe, c.args...)
 	cmd.Env = c.env
 	cmd.Stdout, cmd.Stderr = nil, nil
+	dieWithUs(cmd)
 	if err := cmd.Start(); err != nil {
 		c.mu.Unlock()
 		return err

@@ -338,6 +338,7 @@ func startBroker(ctx context.Context, exe, cfg string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
+	dieWithUs(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -405,6 +406,7 @@ func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sin
 	}
 	logTail := &tail{keep: "trusted sink"}
 	cmd.Stderr = logTail
+	dieWithUs(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -692,6 +694,7 @@ func (s *Stack) RunBaselineChild(ctx context.Context, name string, args []string
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	dieWithUs(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
