@@ -19,7 +19,7 @@ REDOCLY := @redocly/cli@2.77.0
 # on two cores loaded by other work); CI allows 90 minutes for the whole run.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: vulncheck lint-deploy help test test-python test-python-fuzz test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop chaos-kafka loadtest-kafka-cluster loadtest-kafka-cluster-short alerts
+.PHONY: vulncheck lint-deploy help test test-python test-python-fuzz test-external lint run run-kafka build bench fuzz loadtest loadtest-freeze pg-start pg-stop kafka-start kafka-cluster kafka-stop kafka-reset chaos-kafka loadtest-kafka-cluster loadtest-kafka-cluster-short alerts
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "} \
@@ -164,6 +164,9 @@ kafka-cluster: ## start the throwaway three-node Apache Kafka cluster (127.0.0.1
 
 kafka-stop: ## stop every throwaway Apache Kafka node
 	@$(KAFKA) stop
+
+kafka-reset: ## stop every throwaway Apache Kafka node and delete its data (the shared test broker's topics pile up; its restart loads them all)
+	@$(KAFKA) reset
 
 alerts: ## promtool check and unit tests of deploy/prometheus/alerts.yaml (installs Prometheus when missing)
 	@$(PROM) check
