@@ -40,6 +40,7 @@ func brokerFaultEntry() entry {
 		},
 		start:   func(r *runner, p *phase) error { return r.brokerFaults(p.faultCtx, p.ctx, p.faults, p.end) },
 		figures: func(r *runner, rep *report.Report, _ time.Time) { rep.BrokerFaults = r.brokerFaultFigures() },
+		check:   checkKafkaReader,
 		report:  "broker_faults"}
 }
 

@@ -2,8 +2,12 @@ package loadtest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/kafkadev"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // TestBrokerFaultScenarioValidates: the broker-fault settings are
@@ -62,5 +66,24 @@ func TestRatesArePerSecondOfWhatRan(t *testing.T) {
 	full := &runner{sc: Scenario{Duration: time.Minute}, st: newStats(1)}
 	if got := full.phaseSeconds(); got != 60 {
 		t.Fatalf("a phase that ran its Duration: %.1f s, want 60", got)
+	}
+}
+
+// TestKafkaReaderDifferencesAreNamed: offsets only one of the two readers
+// read are named, each side counted; equal reads are not a difference.
+func TestKafkaReaderDifferencesAreNamed(t *testing.T) {
+	t.Parallel()
+	kafka := []kafkadev.ToolRecord{{Offset: 0}, {Offset: 1}, {Offset: 5}}
+	same := []verify.Record{{Offset: 0}, {Offset: 1}, {Offset: 5}}
+	if d := offsetsDiffer(kafka, same); d != "" {
+		t.Fatalf("the same offsets: %q", d)
+	}
+	ours := []verify.Record{{Offset: 0}, {Offset: 2}, {Offset: 3}}
+	want := "2 records only Kafka's reader read (first [1 5]), 2 only fencegate's (first [2 3])"
+	if d := offsetsDiffer(kafka, ours); d != want {
+		t.Fatalf("got %q, want %q", d, want)
+	}
+	if d := offsetsDiffer(nil, same); !strings.HasPrefix(d, "0 records only Kafka's") {
+		t.Fatalf("Kafka's reader read nothing: %q", d)
 	}
 }

@@ -3,9 +3,14 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/fencegate/fencegate/internal/kafkadev"
 	"github.com/fencegate/fencegate/loadtest/report"
+	"github.com/fencegate/fencegate/loadtest/stack"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // The broker-fault scenario's judgement: after each fault the cluster
@@ -99,3 +104,56 @@ func (r *runner) brokerFaultFigures() *report.BrokerFaults {
 	defer r.bf.mu.Unlock()
 	return r.bf.rep
 }
+
+// kafkaReaderQuiet is how long, in seconds, Kafka's console consumer
+// reads on without a record before it ends.
+const kafkaReaderQuiet = 10
+
+// checkKafkaReader reads the lease topic again with Kafka's own console
+// consumer (read_committed) and compares the offsets
+// it read with those fencegate's reader read, on which every other check
+// was made: the verdicts hold for what a downstream reader of Apache
+// Kafka sees.
+func checkKafkaReader(_ context.Context, r *runner, rep *report.Report) error {
+	recs, err := kafkadev.ConsoleReadTopic(r.stack.Kafka.Brokers, r.stack.Topic(), kafkaReaderQuiet)
+	if err != nil {
+		return err
+	}
+	byPartition := map[int32][]kafkadev.ToolRecord{}
+	for _, rec := range recs {
+		byPartition[rec.Partition] = append(byPartition[rec.Partition], rec)
+	}
+	b := rep.BrokerFaults
+	b.KafkaRead = len(recs)
+	for p := range int32(stack.Partitions) {
+		if d := offsetsDiffer(byPartition[p], r.read[p]); d != "" {
+			b.KafkaReadDiffers = append(b.KafkaReadDiffers, fmt.Sprintf("partition %d: %s", p, d))
+		}
+	}
+	return nil
+}
+
+// offsetsDiffer says how the offsets Kafka's reader read differ from
+// those fencegate's read ("": the same).
+func offsetsDiffer(kafka []kafkadev.ToolRecord, ours []verify.Record) string {
+	theirs := map[int64]bool{}
+	for _, rec := range kafka {
+		theirs[rec.Offset] = true
+	}
+	var onlyOurs []int64
+	for _, rec := range ours {
+		if !theirs[rec.Offset] {
+			onlyOurs = append(onlyOurs, rec.Offset)
+		}
+		delete(theirs, rec.Offset)
+	}
+	if len(onlyOurs) == 0 && len(theirs) == 0 {
+		return ""
+	}
+	onlyKafka := slices.Sorted(maps.Keys(theirs))
+	return fmt.Sprintf("%d records only Kafka's reader read (first %v), %d only fencegate's (first %v)",
+		len(onlyKafka), firstFew(onlyKafka), len(onlyOurs), firstFew(onlyOurs))
+}
+
+// firstFew is at most the first three of offs.
+func firstFew(offs []int64) []int64 { return offs[:min(3, len(offs))] }

@@ -19,6 +19,7 @@ func (r *runner) verify(ctx context.Context, rep *report.Report) error {
 	if err != nil {
 		return err
 	}
+	r.read = recs
 	if err := r.checkI1(ctx, rep); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/fencegate/fencegate/loadtest/baseline"
 	"github.com/fencegate/fencegate/loadtest/report"
 	"github.com/fencegate/fencegate/loadtest/stack"
+	"github.com/fencegate/fencegate/verify"
 )
 
 // Options of one run besides the scenario.
@@ -41,7 +42,10 @@ type runner struct {
 	clients   map[clientKey]*client
 	// lost are the offsets, per partition, of acknowledged records that
 	// I3 found missing (described from the whole log afterwards).
-	lost  map[int32][]int64
+	lost map[int32][]int64
+	// read is what fencegate's reader read of the lease topic after the
+	// run, per partition: what every check judges (verify).
+	read  map[int32][]verify.Record
 	st    *stats
 	items *itemStats // the stateful workers' counts
 	// fenced is the stateful workers' own table, written through

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -203,7 +205,30 @@ func (r *runner) waitTrustedCaughtUp(ctx context.Context) error {
 		return err
 	}
 	if err := waitProgress(ctx, ends, stall, r.stack.TrustedOffsets); err != nil {
-		return fmt.Errorf("the trusted sink made %w; its last lines in the materializer's log:\n%s", err, r.stack.TrustedSinkLog())
+		return fmt.Errorf("the trusted sink made %w; its last lines in the materializer's log:\n%s\n%s", err, r.stack.TrustedSinkLog(), r.sinkStacks())
 	}
 	return nil
+}
+
+// sinkStacks says where a stalled trusted sink waits: the materializer's
+// goroutines that run the sink's code, all of them kept in a file.
+func (r *runner) sinkStacks() string {
+	all, err := r.stack.MaterializerGoroutines()
+	if err != nil {
+		return fmt.Sprintf("its goroutines: not read: %v", err)
+	}
+	f, err := os.CreateTemp("", "fencegate-loadtest-materializer-goroutines-*.txt")
+	where := "not kept: " + fmt.Sprint(err)
+	if err == nil {
+		_, _ = f.WriteString(all)
+		_ = f.Close()
+		where = "all in " + f.Name()
+	}
+	var sink []string
+	for _, g := range strings.Split(all, "\n\n") {
+		if strings.Contains(g, "(*TrustedSink)") {
+			sink = append(sink, g)
+		}
+	}
+	return fmt.Sprintf("its goroutines in the trusted sink (%s):\n%s", where, strings.Join(sink, "\n\n"))
 }

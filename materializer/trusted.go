@@ -102,9 +102,12 @@ type TrustedSink struct {
 // trustedPart is an input partition this instance owns: its producer
 // (transactional id bound to the partition) and its state.
 type trustedPart struct {
-	key   partitionKey
-	p     *kafka.Producer
-	state *partState
+	key partitionKey
+	p   *kafka.Producer
+	// abandoned: a call wedged in p (FM119); p is closed when that call
+	// returns, by its own goroutine, and by nothing else.
+	abandoned atomic.Bool
+	state     *partState
 	// next is the group's input offset: the one this instance last
 	// committed, or the group's when it took the partition (0: none).
 	next int64
@@ -425,12 +428,20 @@ func (t *TrustedSink) commitChunks(ctx context.Context, c *kafka.Consumer, chunk
 	return first
 }
 
+// close closes the partition's producer, unless a wedged call has it
+// (abandoned: closed when that call returns).
+func (tp *trustedPart) close() {
+	if !tp.abandoned.Load() {
+		tp.p.Close()
+	}
+}
+
 // closeParts closes every partition's producer.
 func (t *TrustedSink) closeParts() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for key, tp := range t.parts {
-		tp.p.Close()
+		tp.close()
 		delete(t.parts, key)
 		delete(t.lag, key)
 	}

@@ -94,11 +94,12 @@ func abortable(err error) bool {
 
 // fatal reports whether err ends a producer for good: fenced by a newer
 // producer of its transactional id (another instance took the
-// partition: FM55), or by the coordinator's epoch bump when it aborted a
-// transaction past its timeout (FM118). Run then joins the group again.
+// partition: FM55), by the coordinator's epoch bump when it aborted a
+// transaction past its timeout (FM118), or wedged in a call (FM119).
+// Run then joins the group again.
 func fatal(err error) bool {
 	var ke kafka.Error
-	return errors.As(err, &ke) && ke.IsFatal()
+	return errors.Is(err, errWedged) || errors.As(err, &ke) && ke.IsFatal()
 }
 
 // retriable reports whether err says a transactional call timed out or
@@ -113,16 +114,27 @@ func retriable(err error) bool {
 // answered retriable.
 const txnRetryPause = 100 * time.Millisecond
 
+// wedgeGrace is how long past its own timeout a transactional call may
+// take before the sink stops waiting on it (FM119).
+const wedgeGrace = 10 * time.Second
+
+// errWedged says a transactional call did not return within its timeout
+// and wedgeGrace: librdkafka 2.11.1 never times out the group
+// coordinator's part of SendOffsetsToTransaction, and waits forever when
+// that coordinator's broker was killed and left the cluster's metadata
+// (FM119). Run answers it as a fence: it joins the group again with new
+// producers, whose InitTransactions fences the wedged one.
+var errWedged = errors.New("transactional call wedged past its timeout")
+
 // retry makes a transactional call, each bounded by the transaction
 // timeout, and makes it again while its answer is retriable (the
 // coordinator killed, frozen or cut off: FM117) until ctx ends. The
 // partition has nothing else to do meanwhile, and the broker aborts a
-// transaction left open past its timeout.
+// transaction left open past its timeout. A call that outlives its
+// timeout by wedgeGrace is left behind (errWedged).
 func (t *TrustedSink) retry(ctx context.Context, tp *trustedPart, what string, call func(context.Context) error) error {
 	for told := false; ; told = true {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
-		err := call(cctx)
-		cancel()
+		err := t.bounded(ctx, tp, what, call)
 		if !retriable(err) {
 			return err
 		}
@@ -135,6 +147,35 @@ func (t *TrustedSink) retry(ctx context.Context, tp *trustedPart, what string, c
 		case <-time.After(txnRetryPause):
 		}
 	}
+}
+
+// bounded makes one transactional call with the transaction timeout and
+// waits for it at most wedgeGrace longer. A call still running then is
+// left to finish on its own: the partition's producer is abandoned
+// (closed when the call returns, never while it runs: librdkafka must
+// not be destroyed under a call) and errWedged returned.
+func (t *TrustedSink) bounded(ctx context.Context, tp *trustedPart, what string, call func(context.Context) error) error {
+	done := make(chan error, 1)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
+	go func() {
+		defer cancel()
+		done <- call(cctx)
+	}()
+	wedged := time.NewTimer(t.cfg.TransactionTimeout + wedgeGrace)
+	defer wedged.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-wedged.C:
+	}
+	tp.abandoned.Store(true)
+	go func() {
+		<-done
+		tp.p.Close()
+	}()
+	t.log.Error("trusted sink: "+what+" wedged in librdkafka past its timeout; leaving it and joining the group again",
+		"topic", tp.key.topic, "partition", tp.key.partition, "timeout", t.cfg.TransactionTimeout)
+	return fmt.Errorf("%s: %w (%s and %s more)", what, errWedged, t.cfg.TransactionTimeout, wedgeGrace)
 }
 
 // rewind aborts the partition's transaction and puts the partition back

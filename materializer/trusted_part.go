@@ -102,7 +102,7 @@ func (t *TrustedSink) drop(key partitionKey) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tp := t.parts[key]; tp != nil {
-		tp.p.Close()
+		tp.close()
 		delete(t.parts, key)
 	}
 	delete(t.lag, key)

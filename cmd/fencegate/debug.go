@@ -21,6 +21,24 @@ func debugMux() *http.ServeMux {
 	return mux
 }
 
+// registerDebugListen registers --debug-listen, the same for every
+// command that has it (serve, materialize).
+func registerDebugListen(fs *cmdFlags, addr *string) {
+	fs.StringVar(addr, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
+}
+
+// startDebug serves the profiles on addr when it is set (a loopback
+// address: checkDebugListen) until the returned stop is called.
+func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	if err := checkDebugListen(addr); err != nil {
+		return nil, usagef("%v", err)
+	}
+	return serveDebug(addr, log)
+}
+
 // checkDebugListen refuses a debug address that is not loopback: pprof
 // has no authentication and shows the process's memory profile, its
 // goroutines' stacks and its command line to whoever reaches it (FM92).

@@ -34,6 +34,10 @@ func TestFM92_DebugListenOnlyOnLoopback(t *testing.T) {
 	if err := serveOnce(t, f); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Fatalf("serve --debug-listen 0.0.0.0:0: %v, want a refusal", err)
 	}
+	mf := materializeFlags{commonFlags: commonFlags{configPath: "/nonexistent/routes.yaml"}, debugListen: "0.0.0.0:0"}
+	if err := materialize(context.Background(), mf, discard); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("materialize --debug-listen 0.0.0.0:0: %v, want a refusal", err)
+	}
 }
 
 // TestFM92_EmptyConfigRefused: a config file with no routes or no

@@ -31,6 +31,9 @@ type materializeFlags struct {
 	// noMirror: with the kafka sink alone, keep no fences and checkpoints
 	// in the ledger database (and need none).
 	noMirror bool
+	// debugListen serves net/http/pprof when set (off by default; never
+	// beyond loopback): a stalled sink's goroutines, seen where they wait.
+	debugListen string
 }
 
 func (f *materializeFlags) register(fs *cmdFlags) {
@@ -42,6 +45,7 @@ func (f *materializeFlags) register(fs *cmdFlags) {
 		fs.StringVar(&f.trustedName, "trusted-name", materializer.DefaultTrustedName, "the kafka sink's name: its topics T.NAME, T.NAME.receipts, T.NAME.state and group fencegate-NAME")
 		fs.IntVar(&f.dedupWindow, "dedup-window", materializer.DefaultDedupWindow, "the kafka sink's dedup window: batches remembered per lease and partition")
 		fs.BoolVar(&f.noMirror, "no-checkpoint-mirror", false, "with --sinks kafka alone: keep no fences and checkpoints in the ledger database for checkpoint reads, and need no database")
+		registerDebugListen(fs, &f.debugListen)
 		fs.StringVar(&f.instanceID, "trusted-instance-id", "", "the kafka sink's group.instance.id: a stable name per instance (the pod's, the host's), so a restarted instance takes its partitions back at once (empty: a dynamic member, whose partitions wait for the session timeout)")
 	})
 	f.ledger.register(fs)
@@ -62,6 +66,11 @@ func materialize(ctx context.Context, f materializeFlags, log *slog.Logger) erro
 	if err := f.requireConfig("materialize"); err != nil {
 		return err
 	}
+	stopDebug, err := startDebug(f.debugListen, log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
 	raw, err := f.readConfig()
 	if err != nil {
 		return err

@@ -91,7 +91,7 @@ func (f *serveFlags) register(fs *cmdFlags) {
 		fs.IntVar(&f.limits.MaxHeaders, "max-headers", lim.MaxHeaders, "headers of one record (413 beyond)")
 		fs.IntVar(&f.limits.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "names and values of one record's headers (413 beyond)")
 		fs.IntVar(&f.limits.MaxCheckpointBytes, "max-checkpoint-bytes", lim.MaxCheckpointBytes, "bytes of a batch's checkpoint after decoding (413 beyond)")
-		fs.StringVar(&f.debugListen, "debug-listen", "", "listen address of a debug listener serving net/http/pprof under /debug/pprof/ (default off; keep it on loopback)")
+		registerDebugListen(fs, &f.debugListen)
 		registerParkAfter(fs, &f.parkAfter)
 		fs.StringVar(&f.allowUnsafe, "allow-unsafe-broker", "", "start although the broker has these settings that break the fence, comma-separated: "+
 			strings.Join(brokercheck.UnsafeNames(), ", ")+" (each is logged and exported as fencegate.broker.unsafe_allowed; docs/verify-broker.md)")

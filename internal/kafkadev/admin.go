@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,17 +44,46 @@ func (a *Admin) Close() { a.cl.Close() }
 // Coordinator returns the node coordinating transactional id id
 // (FindCoordinator).
 func (a *Admin) Coordinator(ctx context.Context, id string) (int, error) {
+	return a.coordinator(ctx, 1, id)
+}
+
+// GroupCoordinator returns the node coordinating consumer group group
+// (FindCoordinator): where its offsets, transactional ones included,
+// are committed.
+func (a *Admin) GroupCoordinator(ctx context.Context, group string) (int, error) {
+	return a.coordinator(ctx, 0, group)
+}
+
+// coordinator asks FindCoordinator of kind typ (0: group, 1:
+// transaction) for key, again while the answer is retriable (the first
+// question about a group makes __consumer_offsets: not available yet)
+// and ctx lasts.
+func (a *Admin) coordinator(ctx context.Context, typ int8, key string) (int, error) {
+	for {
+		n, err := a.askCoordinator(ctx, typ, key)
+		if !kerr.IsRetriable(err) {
+			return n, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(200 * time.Millisecond): // between two questions
+		}
+	}
+}
+
+func (a *Admin) askCoordinator(ctx context.Context, typ int8, key string) (int, error) {
 	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorType, req.CoordinatorKeys = 1, []string{id}
+	req.CoordinatorType, req.CoordinatorKeys = typ, []string{key}
 	resp, err := req.RequestWith(ctx, a.cl)
 	if err != nil {
 		return 0, err
 	}
 	if len(resp.Coordinators) != 1 {
-		return 0, fmt.Errorf("find coordinator of %s: %d answers", id, len(resp.Coordinators))
+		return 0, fmt.Errorf("find coordinator of %s: %d answers", key, len(resp.Coordinators))
 	}
 	if err := kerr.ErrorForCode(resp.Coordinators[0].ErrorCode); err != nil {
-		return 0, fmt.Errorf("find coordinator of %s: %w", id, err)
+		return 0, fmt.Errorf("find coordinator of %s: %w", key, err)
 	}
 	return int(resp.Coordinators[0].NodeID), nil
 }
@@ -158,4 +188,56 @@ func (a *Admin) partitions(ctx context.Context, topic string) ([]kmsg.MetadataRe
 		return nil, fmt.Errorf("metadata of %s: %d topics", topic, len(resp.Topics))
 	}
 	return resp.Topics[0].Partitions, kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+}
+
+// WaitDropped asks each node but n directly (a question routed to n, cut
+// off or dead, would hang), at most 5 s a question, until every one
+// answers metadata without n (the quorum fenced it: it missed its
+// heartbeats), and returns how long that took; or ctx's end (an error
+// naming what each node listed last).
+func (a *Admin) WaitDropped(ctx context.Context, n, nodes int) (time.Duration, error) {
+	start := time.Now()
+	var seen map[int][]int32
+	for {
+		seen = map[int][]int32{}
+		for m := 1; m <= nodes; m++ {
+			if m != n {
+				seen[m] = a.nodesSeenBy(ctx, m)
+			}
+		}
+		if dropped(seen, n) {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("node %d not dropped: the other nodes list %v (nil: no answer)", n, seen)
+		case <-time.After(200 * time.Millisecond): // between two rounds of questions
+		}
+	}
+}
+
+// dropped reports whether every node answered, without node n.
+func dropped(seen map[int][]int32, n int) bool {
+	for _, ids := range seen {
+		if ids == nil || slices.Contains(ids, int32(n)) {
+			return false
+		}
+	}
+	return true
+}
+
+// nodesSeenBy returns the nodes node m's metadata names (nil: no answer
+// within 5 s).
+func (a *Admin) nodesSeenBy(ctx context.Context, m int) []int32 {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := a.cl.Broker(m).Request(qctx, kmsg.NewPtrMetadataRequest())
+	if err != nil {
+		return nil
+	}
+	ids := []int32{}
+	for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	return ids
 }

@@ -32,3 +32,42 @@ func (a *Apache) WaitHealthy() time.Duration {
 	}
 	return time.Since(start)
 }
+
+// Coordinators returns the node coordinating consumer group group and
+// the node coordinating transactional id id (FindCoordinator), failing
+// the test when either is not found.
+func (a *Apache) Coordinators(group, id string) (groupNode, txnNode int) {
+	a.t.Helper()
+	adm, err := a.node.NewAdmin()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	groupNode, err = adm.GroupCoordinator(ctx, group)
+	if err == nil {
+		txnNode, err = adm.Coordinator(ctx, id)
+	}
+	if err != nil {
+		a.t.Fatalf("kafkatest: %v", err)
+	}
+	return groupNode, txnNode
+}
+
+// RestartWhenDropped waits until the other nodes have dropped node n
+// from their metadata (killed, it missed its heartbeats) and starts it
+// again; for a goroutine of the test's (an error, not a failed test).
+func (a *Apache) RestartWhenDropped(n int) error {
+	adm, err := a.node.NewAdmin()
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
+	defer cancel()
+	if _, err := adm.WaitDropped(ctx, n, a.node.Nodes()); err != nil {
+		return err
+	}
+	return a.node.Start()
+}

@@ -1,89 +1,40 @@
 package kafkatest
 
 import (
-	"bytes"
-	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/kafkadev"
 	"github.com/fencegate/fencegate/kafkaconn"
 )
 
-// Kafka's own command-line tools (run by deploy/dev/kafka.sh tool) as
-// readers independent of every reader fencegate wrote: what they print is
-// what Apache Kafka says the log and the coordinator hold.
+// Kafka's own command-line tools (kafkadev's), failing t when they
+// cannot run.
 
 // Tool runs one of Kafka's tools (kafka.sh tool NAME ARGS...) and returns
 // what it printed on standard output, failing t when it cannot run.
 func Tool(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	script, err := Script()
+	out, err := kafkadev.Tool(name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", append([]string{script, "tool", name}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	// The console consumer ends at its --timeout-ms with an error and a
-	// non-zero status once it has printed everything: that is its normal end.
-	if err != nil && !strings.Contains(stderr.String(), "Processed a total of") {
-		t.Fatalf("kafka.sh tool %s %v: %v\n%s", name, args, err, stderr.String())
-	}
-	return stdout.String()
+	return out
 }
 
 // ToolRecord is one record as kafka-console-consumer printed it.
-type ToolRecord struct {
-	Offset  int64
-	Headers map[string]string
-	Key     string
-	Value   string
-}
+type ToolRecord = kafkadev.ToolRecord
 
 // ConsoleRead reads partition of topic from the start with Kafka's
-// console consumer (read_committed: what a downstream reader of Apache
-// Kafka sees), with offsets, headers and keys printed.
+// console consumer (read_committed), ending after 4 s without a record.
 func ConsoleRead(t testing.TB, conn kafkaconn.Config, topic string, partition int32) []ToolRecord {
 	t.Helper()
-	out := Tool(t, "console-consumer", "--bootstrap-server", conn.Brokers, "--topic", topic,
-		"--partition", strconv.Itoa(int(partition)), "--offset", "earliest", "--isolation-level", "read_committed",
-		"--formatter-property", "print.offset=true", "--formatter-property", "print.headers=true",
-		"--formatter-property", "print.key=true", "--timeout-ms", "4000")
-	var recs []ToolRecord
-	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-		if line == "" {
-			continue
-		}
-		r, err := parseConsoleLine(line)
-		if err != nil {
-			t.Fatalf("console consumer line %q: %v", line, err)
-		}
-		recs = append(recs, r)
+	recs, err := kafkadev.ConsoleRead(conn.Brokers, topic, partition, 4)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return recs
-}
-
-// parseConsoleLine reads "Offset:N<TAB>h1:v1,h2:v2<TAB>key<TAB>value".
-func parseConsoleLine(line string) (ToolRecord, error) {
-	f := strings.SplitN(line, "\t", 4)
-	if len(f) != 4 || !strings.HasPrefix(f[0], "Offset:") {
-		return ToolRecord{}, fmt.Errorf("want 4 tab-separated fields, the first \"Offset:N\"")
-	}
-	off, err := strconv.ParseInt(strings.TrimPrefix(f[0], "Offset:"), 10, 64)
-	if err != nil {
-		return ToolRecord{}, err
-	}
-	r := ToolRecord{Offset: off, Headers: map[string]string{}, Key: f[2], Value: f[3]}
-	if f[1] != "NO_HEADERS" {
-		for _, h := range strings.Split(f[1], ",") {
-			k, v, _ := strings.Cut(h, ":")
-			r.Headers[k] = v
-		}
-	}
-	return r, nil
 }
 
 // TxnState is one transactional id as kafka-transactions describe sees it.

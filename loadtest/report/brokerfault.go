@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -42,11 +43,18 @@ type BrokerFaults struct {
 	// NotJudged counts faults the run's end interrupted before their
 	// judgement: a figure, not a verdict.
 	NotJudged int `json:"not_judged"`
+	// KafkaRead counts the records Kafka's own console consumer read
+	// (read_committed) after the run, every partition from the start;
+	// KafkaReadDiffers says where what it read differs from what
+	// fencegate's reader read (on which every check above was made): each
+	// a failure.
+	KafkaRead        int      `json:"kafka_read"`
+	KafkaReadDiffers []string `json:"kafka_read_differs,omitempty"`
 }
 
 // Pass says whether every fault was applied and recovered from.
 func (b *BrokerFaults) Pass() bool {
-	return b == nil || (b.NotServed == 0 && b.NotWhole == 0 && len(b.Errors) == 0 && faultCount(b.Faults) > 0)
+	return b == nil || (b.NotServed == 0 && b.NotWhole == 0 && len(b.Errors) == 0 && faultCount(b.Faults) > 0 && len(b.KafkaReadDiffers) == 0)
 }
 
 func faultCount(m map[string]int) int {
@@ -72,7 +80,8 @@ func (b *BrokerFaults) write(w io.Writer, h History) {
 		"not served within one TTL %d, never whole %d, not applied %d, not judged %d; unknown answers %d: %d landed, %d did not (read back)\n",
 		b.Broker, b.EverySeconds, b.Rounds, faultCount(b.Faults), strings.Join(kinds, ", "), b.WholeMaxSeconds, b.ServedMaxSeconds, b.TTLSeconds,
 		b.NotServed, b.NotWhole, len(b.Errors), b.NotJudged, h.Unknown, h.UnknownLanded, h.Unknown-h.UnknownLanded)
-	for _, e := range append(b.Errors, b.Late...) {
+	fmt.Fprintf(w, "Kafka's console consumer (read_committed) read %d records after the run; where it differs from fencegate's reader: %d partitions\n", b.KafkaRead, len(b.KafkaReadDiffers))
+	for _, e := range slices.Concat(b.Errors, b.Late, b.KafkaReadDiffers) {
 		fmt.Fprintf(w, "- %s\n", e)
 	}
 }

@@ -61,7 +61,7 @@ func sections() []section {
 			}},
 		{key: "broker_faults", parts: []part{{afterProcesses, func(rep *Report, w io.Writer) { rep.BrokerFaults.write(w, rep.History) }}}, failAt: failAfterErrors,
 			fail: func(rep *Report, fail failFunc) {
-				fail(rep.BrokerFaults.Pass(), "broker faults: none applied, or one not applied, never whole again, or a lease not served within one TTL after it")
+				fail(rep.BrokerFaults.Pass(), "broker faults: none applied, or one not applied, never whole again, or a lease not served within one TTL after it, or Kafka's console consumer read otherwise than fencegate's reader")
 			}},
 		{key: "mixed", parts: []part{{instead, writeMixed}}, failAt: failAfterErrors,
 			fail: func(rep *Report, fail failFunc) {

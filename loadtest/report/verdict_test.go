@@ -52,6 +52,9 @@ func TestReportVerdictAnomalyClasses(t *testing.T) {
 		}, "broker faults", "never whole 1"},
 		{"broker faults asked, none struck", func(r *Report) { r.BrokerFaults = &BrokerFaults{Faults: map[string]int{}} },
 			"broker faults", "0 faults"},
+		{"Kafka's own reader read otherwise", func(r *Report) {
+			r.BrokerFaults = &BrokerFaults{Faults: map[string]int{"kill-leader": 1}, KafkaRead: 2, KafkaReadDiffers: []string{"partition 3: 1 records only Kafka's reader read"}}
+		}, "broker faults", "- partition 3: 1 records only Kafka's reader read"},
 		{"short reads", func(r *Report) { r.History.ShortReads = 1 }, "history: 1 findings", "short reads 1"},
 		{"acks without offsets", func(r *Report) { r.History.EmptyAcks = 1 }, "history: 1 findings", "acks without offsets 1"},
 		{"a batch committed in part", func(r *Report) { r.History.PartialBatches = 1 }, "history: 1 findings", "batches committed in part 1"},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -140,6 +141,32 @@ func (s *Stack) materializerLog(part func(*tail) string) string {
 	return part(s.separate.mat.log)
 }
 
+// MaterializerGoroutines returns the materializer child's goroutines
+// with their stacks, from its pprof listener: where a stalled sink
+// waits.
+func (s *Stack) MaterializerGoroutines() (string, error) {
+	if s.separate == nil {
+		return "", errors.New("no materializer child")
+	}
+	s.separate.matMu.Lock()
+	debug := ""
+	if s.separate.mat != nil {
+		debug = s.separate.mat.debug
+	}
+	s.separate.matMu.Unlock()
+	if debug == "" {
+		return "", errors.New("no materializer child with a debug listener")
+	}
+	cl := http.Client{Timeout: 30 * time.Second}
+	resp, err := cl.Get("http://" + debug + "/debug/pprof/goroutine?debug=2")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
 // matPID is the materializer child's pid (0: none).
 func (sep *separate) matPID() int {
 	sep.matMu.Lock()
@@ -261,6 +288,8 @@ func StartSeparateProcesses(ctx context.Context, serverURL, exe string, opts Sep
 type child struct {
 	cmd  *exec.Cmd
 	addr string
+	// debug is its pprof listener's address ("": none).
+	debug string
 	// log is the end of its standard error (nil: not kept).
 	log *tail
 }
@@ -397,7 +426,11 @@ func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sin
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"materialize", "--listen", addr, "--database-url", s.DatabaseURL, "--config", cfg}, kafkaArgs(s.Kafka)...)
+	debug, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"materialize", "--listen", addr, "--debug-listen", debug, "--database-url", s.DatabaseURL, "--config", cfg}, kafkaArgs(s.Kafka)...)
 	args = append(args, sinks...)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "FENCEGATE_BARRIER_KEY="+barrierKey)
@@ -410,7 +443,7 @@ func startMaterializeCommand(ctx context.Context, s *Stack, exe, cfg string, sin
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &child{cmd: cmd, addr: addr, log: logTail}
+	c := &child{cmd: cmd, addr: addr, debug: debug, log: logTail}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {

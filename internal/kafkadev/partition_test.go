@@ -1,0 +1,66 @@
+package kafkadev
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// fenceWithin bounds how long the quorum may take to fence a node cut
+// off both ways: its broker session (6 s here) and an election when it
+// led the quorum, with room for a loaded machine.
+const fenceWithin = time.Minute
+
+// TestIsolateFencesTheNode: Isolate is a real partition: the node cut
+// off, whether it leads the KRaft quorum or not, misses its heartbeats
+// and every other node drops it from its metadata; healed, it is back.
+// Cut only inbound (the node's own connections left whole) it stayed in
+// the metadata for 5 min. Three nodes of its own; run with
+// FENCEGATE_TEST_KAFKA_PARTITION=1 (docs/testing.md).
+func TestIsolateFencesTheNode(t *testing.T) {
+	if os.Getenv("FENCEGATE_TEST_KAFKA_PARTITION") == "" {
+		t.Skip("set FENCEGATE_TEST_KAFKA_PARTITION=1: three Apache Kafka nodes of its own")
+	}
+	c, err := New(Options{Nodes: 3, Proxied: true, Config: []string{"broker.session.timeout.ms=6000", "broker.heartbeat.interval.ms=1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Launch(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.NewAdmin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	ctx := context.Background()
+	for _, leader := range []bool{true, false} {
+		if err := a.WaitHealthy(ctx, 3); err != nil {
+			t.Fatal(err)
+		}
+		n, err := a.ActiveController(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !leader {
+			n = n%3 + 1
+		}
+		heal, err := c.Isolate(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, fenceWithin)
+		took, err := a.WaitDropped(wctx, n, 3)
+		cancel()
+		heal()
+		if err != nil {
+			t.Fatalf("node %d (leads the quorum: %v) cut off: %v\nits log:\n%s", n, leader, err, c.LogTail(n, 20))
+		}
+		t.Logf("node %d (leads the quorum: %v) cut off both ways: dropped by every other node after %s", n, leader, took.Round(100*time.Millisecond))
+	}
+	if err := a.WaitHealthy(ctx, 3); err != nil {
+		t.Fatalf("healed, the cluster is not whole: %v", err)
+	}
+}
