@@ -56,7 +56,10 @@ func TestIsolateFencesTheNode(t *testing.T) {
 		cancel()
 		heal()
 		if err != nil {
-			t.Fatalf("node %d (leads the quorum: %v) cut off: %v\nits log:\n%s", n, leader, err, c.LogTail(n, 20))
+			for m := 1; m <= 3; m++ {
+				t.Logf("node %d's log (%s) ends:\n%s", m, c.LogFile(m), c.LogTail(m, 40))
+			}
+			t.Fatalf("node %d (leads the quorum: %v) cut off: %v", n, leader, err)
 		}
 		t.Logf("node %d (leads the quorum: %v) cut off both ways: dropped by every other node after %s", n, leader, took.Round(100*time.Millisecond))
 	}
