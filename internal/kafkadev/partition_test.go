@@ -3,6 +3,8 @@ package kafkadev
 import (
 	"context"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,7 +59,7 @@ func TestIsolateFencesTheNode(t *testing.T) {
 		heal()
 		if err != nil {
 			for m := 1; m <= 3; m++ {
-				t.Logf("node %d's log (%s) ends:\n%s", m, c.LogFile(m), c.LogTail(m, 40))
+				t.Logf("node %d's quorum lines (%s):\n%s", m, c.LogFile(m), quorumLines(c.LogFile(m), 40))
 			}
 			t.Fatalf("node %d (leads the quorum: %v) cut off: %v", n, leader, err)
 		}
@@ -67,3 +69,21 @@ func TestIsolateFencesTheNode(t *testing.T) {
 		t.Fatalf("healed, the cluster is not whole: %v", err)
 	}
 }
+
+// quorumLines are the last n lines of a node's log about the KRaft
+// quorum's elections and the brokers' fencing.
+func quorumLines(file string, n int) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if quorumWord.MatchString(l) && !strings.Contains(l, "Disconnecting from node") && !strings.Contains(l, "Cancelled in-flight") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
+}
+
+var quorumWord = regexp.MustCompile(`(?i)vote|leader|epoch|prospective|candidate|resign|fenc|unattached|election`)
