@@ -299,7 +299,7 @@ func freeBase(mode string, secure, proxied bool) int {
 		if proxied {
 			for n := 1; n <= 3; n++ {
 				for k := 1; k <= 3; k++ {
-					offsets = append(offsets, pathOffset(n, k))
+					offsets = append(offsets, pathOffset(n, k), controllerOffset(n, k))
 				}
 			}
 		}

@@ -14,10 +14,17 @@ import (
 // broker (its replication, its transaction markers) and to node n's
 // controller (the quorum and the broker's heartbeats). Each node has a
 // replication listener per calling node (REPL1-REPL3) and names its own
-// as its inter-broker listener, and its quorum voters are its own proxies
-// to the controllers; so Isolate can cut a node off in both directions
-// (what it sends and what it is sent) and leave the other nodes' paths to
-// each other whole: a real partition of one node from the rest.
+// as its inter-broker listener, and a controller listener per calling
+// node (CTL1-CTL3), each advertised as that caller's proxy, its own named
+// first in controller.listener.names; its quorum voters are its own
+// proxies to the controllers. So Isolate can cut a node off in both
+// directions (what it sends and what it is sent) and leave the other
+// nodes' paths to each other whole: a real partition of one node from
+// the rest. With one CONTROLLER listener, a KRaft leader advertised its
+// own address in BeginQuorumEpoch and a follower fetched from it there,
+// past the proxies: cut off, the leader kept that follower, so the
+// quorum never elected another and the other node never dropped it
+// (TestIsolateFencesTheNode, 2 of 5 cuts of a leader).
 
 // link is one fault proxy: the path from node from (0: the clients) to
 // node to's broker or, when controller, its controller.
@@ -30,6 +37,10 @@ type link struct {
 // pathOffset is the offset from FENCEGATE_KAFKA_PORT of node n's
 // replication listener for node k's calls (a Proxied cluster only).
 func pathOffset(n, k int) int { return 300 + 3*(n-1) + k }
+
+// controllerOffset is the offset from FENCEGATE_KAFKA_PORT of node n's
+// controller listener for node k's calls (a Proxied cluster only).
+func controllerOffset(n, k int) int { return 310 + 3*(n-1) + k }
 
 // proxyNodes starts the fault proxies of every node for the ports of
 // c.Port (those of an earlier try closed first) and the settings that
@@ -48,7 +59,7 @@ func (c *Cluster) proxyNodes() error {
 			if err := c.addLink(link{from: k, to: n}, c.Port+pathOffset(n, k)); err != nil {
 				return err
 			}
-			if err := c.addLink(link{from: k, to: n, controller: true}, c.Port+199+n); err != nil {
+			if err := c.addLink(link{from: k, to: n, controller: true}, c.Port+controllerOffset(n, k)); err != nil {
 				return err
 			}
 		}
@@ -95,17 +106,23 @@ func (c *Cluster) clientAddrs() string {
 }
 
 // nodeConfig is node n's listeners, what it advertises on each, its
-// inter-broker listener and its quorum voters: its own paths.
+// inter-broker and controller listeners and its quorum voters: its own
+// paths.
 func (c *Cluster) nodeConfig(n int) string {
-	listeners := []string{fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", c.Port+99+n), fmt.Sprintf("CONTROLLER://127.0.0.1:%d", c.Port+199+n)}
+	listeners := []string{fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", c.Port+99+n)}
 	advertised := []string{"PLAINTEXT://" + c.path(0, n, false)}
-	protocols := []string{"PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"}
+	protocols := []string{"PLAINTEXT:PLAINTEXT"}
+	controllers := []string{fmt.Sprintf("CTL%d", n)}
 	var voters []string
 	for k := 1; k <= 3; k++ {
-		name := fmt.Sprintf("REPL%d", k)
-		listeners = append(listeners, fmt.Sprintf("%s://127.0.0.1:%d", name, c.Port+pathOffset(n, k)))
-		advertised = append(advertised, name+"://"+c.path(k, n, false))
-		protocols = append(protocols, name+":PLAINTEXT")
+		repl, ctl := fmt.Sprintf("REPL%d", k), fmt.Sprintf("CTL%d", k)
+		listeners = append(listeners, fmt.Sprintf("%s://127.0.0.1:%d", repl, c.Port+pathOffset(n, k)),
+			fmt.Sprintf("%s://127.0.0.1:%d", ctl, c.Port+controllerOffset(n, k)))
+		advertised = append(advertised, repl+"://"+c.path(k, n, false), ctl+"://"+c.path(k, n, true))
+		protocols = append(protocols, repl+":PLAINTEXT", ctl+":PLAINTEXT")
+		if k != n {
+			controllers = append(controllers, ctl)
+		}
 		voters = append(voters, fmt.Sprintf("%d@%s", k, c.path(n, k, true)))
 	}
 	return strings.Join([]string{
@@ -113,6 +130,7 @@ func (c *Cluster) nodeConfig(n int) string {
 		"advertised.listeners=" + strings.Join(advertised, ","),
 		"listener.security.protocol.map=" + strings.Join(protocols, ","),
 		fmt.Sprintf("inter.broker.listener.name=REPL%d", n),
+		"controller.listener.names=" + strings.Join(controllers, ","),
 		"controller.quorum.voters=" + strings.Join(voters, ","),
 	}, "\n")
 }
