@@ -24,7 +24,7 @@ import (
 // own address in BeginQuorumEpoch and a follower fetched from it there,
 // past the proxies: cut off, the leader kept that follower, so the
 // quorum never elected another and the other node never dropped it
-// (TestIsolateFencesTheNode, 2 of 5 cuts of a leader).
+// (TestIsolateFencesTheNode, 3 of 5 cuts of a leader).
 
 // link is one fault proxy: the path from node from (0: the clients) to
 // node to's broker or, when controller, its controller.

@@ -21,7 +21,7 @@ const fenceWithin = time.Minute
 // the metadata for 5 min; with one CONTROLLER listener per node, a cut
 // leader kept a follower that fetched from the address the leader
 // advertised, past the proxies, and no node dropped it within 60 s in 3
-// of 6 cuts (partition.go). Three Apache Kafka nodes of its own.
+// of 5 leader cuts (partition.go). Three Apache Kafka nodes of its own.
 func TestIsolateFencesTheNode(t *testing.T) {
 	t.Parallel()
 	c, err := New(Options{Nodes: 3, Proxied: true, Config: []string{"broker.session.timeout.ms=6000", "broker.heartbeat.interval.ms=1000"}})
