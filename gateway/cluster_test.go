@@ -194,7 +194,7 @@ type clusterFault struct {
 // clusterFaults are the rounds of the short form, one of each kind.
 var clusterFaults = []clusterFault{
 	{"kill the transaction coordinator", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
-		n := coordinatorOf(t, a, b.txnID(busy))
+		n := a.TxnCoordinator(b.txnID(busy))
 		a.Kill(n)
 		return a.Start
 	}},
@@ -209,7 +209,7 @@ var clusterFaults = []clusterFault{
 		return resume
 	}},
 	{"cut a broker off the network", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
-		heal := a.Isolate(coordinatorOf(t, a, b.txnID(busy)))
+		heal := a.Isolate(a.TxnCoordinator(b.txnID(busy)))
 		pause(context.Background(), 8*time.Second) // past broker.session.timeout.ms (6 s)
 		return heal
 	}},
@@ -367,19 +367,6 @@ func consoleAgrees(t *testing.T, b *testBundle, name string, acked []verify.Batc
 	if len(want) > 0 {
 		t.Errorf("console consumer: %d acknowledged records of %s missing: %v", len(want), name, want)
 	}
-}
-
-// coordinatorOf returns the node coordinating transactional id id.
-func coordinatorOf(t *testing.T, a *kafkatest.Apache, id string) int {
-	t.Helper()
-	b := clusterClient(t, a)
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorType, req.CoordinatorKeys = 1, []string{id}
-	resp, err := req.RequestWith(context.Background(), b)
-	if err != nil || len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != 0 {
-		t.Fatalf("find coordinator of %s: %v %+v", id, err, resp)
-	}
-	return int(resp.Coordinators[0].NodeID)
 }
 
 // leaderOf returns the node leading partition p of the cluster's topic.

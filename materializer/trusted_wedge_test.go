@@ -81,7 +81,7 @@ func splitCoordinators(t *testing.T, b *testBundle, a *kafkatest.Apache) (string
 	prefix := b.newTrusted("probe", nil, nil).TransactionalIDPrefix()
 	for i := range 20 {
 		name := fmt.Sprintf("wedged%d", i)
-		g, x := a.Coordinators("fencegate-"+name, fmt.Sprintf("%s%s/%s/%d", prefix, name, b.topic, 1))
+		g, x := a.GroupCoordinator("fencegate-"+name), a.TxnCoordinator(fmt.Sprintf("%s%s/%s/%d", prefix, name, b.topic, 1))
 		if g != x {
 			return name, g
 		}

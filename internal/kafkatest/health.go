@@ -3,6 +3,8 @@ package kafkatest
 import (
 	"context"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/kafkadev"
 )
 
 // healTimeout bounds how long a cluster may take to heal after a fault:
@@ -33,10 +35,21 @@ func (a *Apache) WaitHealthy() time.Duration {
 	return time.Since(start)
 }
 
-// Coordinators returns the node coordinating consumer group group and
-// the node coordinating transactional id id (FindCoordinator), failing
-// the test when either is not found.
-func (a *Apache) Coordinators(group, id string) (groupNode, txnNode int) {
+// TxnCoordinator returns the node coordinating transactional id id
+// (FindCoordinator), failing the test when none is found.
+func (a *Apache) TxnCoordinator(id string) int {
+	a.t.Helper()
+	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.Coordinator(ctx, id) })
+}
+
+// GroupCoordinator returns the node coordinating consumer group group
+// (FindCoordinator), failing the test when none is found.
+func (a *Apache) GroupCoordinator(group string) int {
+	a.t.Helper()
+	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.GroupCoordinator(ctx, group) })
+}
+
+func (a *Apache) coordinator(ask func(context.Context, *kafkadev.Admin) (int, error)) int {
 	a.t.Helper()
 	adm, err := a.node.NewAdmin()
 	if err != nil {
@@ -45,14 +58,11 @@ func (a *Apache) Coordinators(group, id string) (groupNode, txnNode int) {
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	groupNode, err = adm.GroupCoordinator(ctx, group)
-	if err == nil {
-		txnNode, err = adm.Coordinator(ctx, id)
-	}
+	n, err := ask(ctx, adm)
 	if err != nil {
 		a.t.Fatalf("kafkatest: %v", err)
 	}
-	return groupNode, txnNode
+	return n
 }
 
 // RestartWhenDropped waits until the other nodes have dropped node n

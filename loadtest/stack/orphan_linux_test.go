@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A harness killed with SIGKILL (no chance to close its stack) leaves no
@@ -45,15 +47,23 @@ func TestChildrenDieWithTheHarness(t *testing.T) {
 	if !running(pid) {
 		t.Fatalf("child %d not running before its harness was killed", pid)
 	}
+	// A pidfd turns readable when its process exits: the child's end is
+	// waited for, not polled.
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
 	_ = parent.Process.Kill()
 	_ = parent.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for running(pid) {
-		if time.Now().After(deadline) {
-			_ = exec.Command("kill", "-9", strconv.Itoa(pid)).Run()
-			t.Fatalf("child %d still running 10 s after its harness was killed", pid)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a pid: nothing to wait on
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int((10 * time.Second).Milliseconds()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		t.Fatalf("child %d still running 10 s after its harness was killed", pid)
 	}
 }
 
