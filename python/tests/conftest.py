@@ -29,6 +29,9 @@ import fencegate
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_TOKEN = "dev-token"
+# The stack's shortest lease (--min-ttl): a handover's budget is drawn from the TTL, and a lease of 100 ms on a
+# loaded machine is rightly refused 503 kafka_unavailable (fail closed), which schemathesis would count as a server error.
+MIN_TTL_MS = 2_000
 
 
 @dataclass
@@ -84,9 +87,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     listen, kafka, mat = _free_port(), _free_port(), _free_port()
     binary = os.environ.get("FENCEGATE_BIN")
     cmd = [binary] if binary else ["go", "run", "./cmd/fencegate"]
-    # --min-ttl 2s: a handover's budget is drawn from the TTL, and a lease of 100 ms on a loaded machine is
-    # rightly refused 503 kafka_unavailable (fail closed), which schemathesis would count as a server error.
-    cmd += ["dev", "--config", str(Path(__file__).with_name("fencegate-dev.yaml")), "--min-ttl", "2s", "--listen", f"127.0.0.1:{listen}", "--kafka-listen", f"127.0.0.1:{kafka}",
+    cmd += ["dev", "--config", str(Path(__file__).with_name("fencegate-dev.yaml")), "--min-ttl", f"{MIN_TTL_MS}ms", "--listen", f"127.0.0.1:{listen}", "--kafka-listen", f"127.0.0.1:{kafka}",
             "--materializer-listen", f"127.0.0.1:{mat}", "--database-url", database_url("fencegate_dev_py")]
     log = tmp_path_factory.mktemp("dev") / "fencegate-dev.log"
     with open(log, "wb") as out:
