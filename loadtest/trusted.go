@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -224,11 +223,5 @@ func (r *runner) sinkStacks() string {
 		_ = f.Close()
 		where = "all in " + f.Name()
 	}
-	var sink []string
-	for _, g := range strings.Split(all, "\n\n") {
-		if strings.Contains(g, "(*TrustedSink)") {
-			sink = append(sink, g)
-		}
-	}
-	return fmt.Sprintf("its goroutines in the trusted sink (%s):\n%s", where, strings.Join(sink, "\n\n"))
+	return fmt.Sprintf("its goroutines in the trusted sink (%s):\n%s", where, materializer.SinkGoroutines(all))
 }

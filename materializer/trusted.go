@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -546,4 +547,17 @@ func (t *TrustedSink) ensureTopic(ctx context.Context, conn kafkaconn.Config, to
 	}
 	t.log.Info("trusted sink: created topic", "topic", topic, "partitions", partitions, "compacted", compact)
 	return nil
+}
+
+// SinkGoroutines picks, from a goroutine dump (pprof's goroutine profile
+// at debug=2), the goroutines running the trusted sink's code: where a
+// stalled sink waits (FM119 was found so).
+func SinkGoroutines(dump string) string {
+	var sink []string
+	for _, g := range strings.Split(dump, "\n\n") {
+		if strings.Contains(g, "(*TrustedSink)") {
+			sink = append(sink, g)
+		}
+	}
+	return strings.Join(sink, "\n\n")
 }

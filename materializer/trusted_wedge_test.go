@@ -95,11 +95,5 @@ func splitCoordinators(t *testing.T, b *testBundle, a *kafkatest.Apache) (string
 func sinkGoroutines() string {
 	var all strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&all, 2)
-	var sink []string
-	for _, g := range strings.Split(all.String(), "\n\n") {
-		if strings.Contains(g, "(*TrustedSink)") {
-			sink = append(sink, g)
-		}
-	}
-	return strings.Join(sink, "\n\n")
+	return materializer.SinkGoroutines(all.String())
 }
