@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/fencegate/fencegate/barrier"
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/internal/kafkatest"
@@ -199,22 +196,24 @@ var clusterFaults = []clusterFault{
 		return a.Start
 	}},
 	{"kill a partition leader", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
-		n := leaderOf(t, a, b.partitionOf(busy))
+		n := a.Leader(a.Topic, b.partitionOf(busy))
 		a.Kill(n)
 		return a.Start
 	}},
 	{"pause a broker past its session", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
-		resume := a.Pause(leaderOf(t, a, b.partitionOf(busy)))
-		pause(context.Background(), 8*time.Second) // past broker.session.timeout.ms (6 s)
+		n := a.Leader(a.Topic, b.partitionOf(busy))
+		resume := a.Pause(n)
+		t.Logf("node %d paused: dropped from the metadata after %s", n, a.WaitDropped(n).Round(time.Millisecond))
 		return resume
 	}},
 	{"cut a broker off the network", func(t *testing.T, b *testBundle, a *kafkatest.Apache, busy string) func() {
-		heal := a.Isolate(a.TxnCoordinator(b.txnID(busy)))
-		pause(context.Background(), 8*time.Second) // past broker.session.timeout.ms (6 s)
+		n := a.TxnCoordinator(b.txnID(busy))
+		heal := a.Isolate(n)
+		t.Logf("node %d cut off: dropped from the metadata after %s", n, a.WaitDropped(n).Round(time.Millisecond))
 		return heal
 	}},
 	{"move the active controller", func(t *testing.T, _ *testBundle, a *kafkatest.Apache, _ string) func() {
-		n := activeController(t, a)
+		n := a.ActiveController()
 		a.Kill(n)
 		return a.Start
 	}},
@@ -367,56 +366,4 @@ func consoleAgrees(t *testing.T, b *testBundle, name string, acked []verify.Batc
 	if len(want) > 0 {
 		t.Errorf("console consumer: %d acknowledged records of %s missing: %v", len(want), name, want)
 	}
-}
-
-// leaderOf returns the node leading partition p of the cluster's topic.
-func leaderOf(t *testing.T, a *kafkatest.Apache, p int32) int {
-	t.Helper()
-	cl := clusterClient(t, a)
-	req := kmsg.NewPtrMetadataRequest()
-	rt := kmsg.NewMetadataRequestTopic()
-	rt.Topic = kmsg.StringPtr(a.Topic)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil || len(resp.Topics) != 1 {
-		t.Fatalf("metadata of %s: %v", a.Topic, err)
-	}
-	for _, mp := range resp.Topics[0].Partitions {
-		if mp.Partition == p && mp.Leader >= 1 {
-			return int(mp.Leader)
-		}
-	}
-	t.Fatalf("partition %d of %s has no leader", p, a.Topic)
-	return 0
-}
-
-// activeController returns the node that leads the KRaft quorum.
-func activeController(t *testing.T, a *kafkatest.Apache) int {
-	t.Helper()
-	cl := clusterClient(t, a)
-	req := kmsg.NewPtrDescribeQuorumRequest()
-	rt := kmsg.NewDescribeQuorumRequestTopic()
-	rt.Topic = "__cluster_metadata"
-	rp := kmsg.NewDescribeQuorumRequestTopicPartition()
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("describe quorum: %v %+v", err, resp)
-	}
-	return int(resp.Topics[0].Partitions[0].LeaderID)
-}
-
-func clusterClient(t *testing.T, a *kafkatest.Apache) *kgo.Client {
-	t.Helper()
-	opts, err := a.Conn.KgoOpts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
 }

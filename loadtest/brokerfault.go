@@ -51,10 +51,21 @@ type brokerFault struct {
 	strike func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (heal func() error, err error)
 }
 
-// pastSession is how long a paused or cut-off node stays so: past its
-// broker session, so that the controller fences it and its partitions
-// and transaction coordinators move.
-const pastSession = stack.ClusterSession + 2*time.Second
+// holdUntilDropped holds a paused or cut-off node n so until every other
+// node has dropped it from its metadata (it missed its broker session:
+// the quorum fenced it, and its partitions and transaction coordinators
+// moved), for at most wholeBound; the fault is healed either way. A
+// node never dropped is an error (the fault did not do what it is named
+// for); the run's end is not.
+func holdUntilDropped(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, n int, undo func()) (func() error, error) {
+	wctx, cancel := context.WithTimeout(ctx, wholeBound)
+	defer cancel()
+	_, err := adm.WaitDropped(wctx, n, c.Nodes())
+	if ctx.Err() != nil {
+		err = nil
+	}
+	return func() error { undo(); return nil }, err
+}
 
 var brokerFaults = []brokerFault{
 	{"kill-coordinator", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (func() error, error) {
@@ -74,8 +85,7 @@ var brokerFaults = []brokerFault{
 		if err != nil {
 			return nil, err
 		}
-		wait(ctx, pastSession)
-		return func() error { resume(); return nil }, nil
+		return holdUntilDropped(ctx, c, adm, n, resume)
 	}},
 	{"cut-off", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, busy txnmap.Placement) (func() error, error) {
 		n, err := adm.Coordinator(ctx, busy.TransactionalID)
@@ -86,8 +96,7 @@ var brokerFaults = []brokerFault{
 		if err != nil {
 			return nil, err
 		}
-		wait(ctx, pastSession)
-		return func() error { heal(); return nil }, nil
+		return holdUntilDropped(ctx, c, adm, n, heal)
 	}},
 	{"kill-controller", func(ctx context.Context, c *kafkadev.Cluster, adm *kafkadev.Admin, _ txnmap.Placement) (func() error, error) {
 		n, err := adm.ActiveController(ctx)

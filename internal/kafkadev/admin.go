@@ -120,16 +120,33 @@ func (a *Admin) ActiveController(ctx context.Context) (int, error) {
 }
 
 // Unhealthy says what keeps the cluster from being whole (empty: it is):
-// a node missing from the metadata, or a partition of topics or of
-// __transaction_state without a leader or with a replica out of its ISR.
+// a node that does not answer, a node missing from a node's metadata, or
+// a partition of topics or of __transaction_state without a leader or
+// with a replica out of its ISR. Every node is asked directly (at most 5
+// s a question) and each must say it is whole: a KRaft leader just back
+// from a cut-off answers from the metadata it had before the cut, in
+// which the cluster was whole, for a few hundred ms (it listed all three
+// nodes while the others listed two; asked through the client, which may
+// pick it, the cluster was "whole" 9 ms after the cut was healed).
 func (a *Admin) Unhealthy(ctx context.Context, nodes int, topics ...string) string {
+	for m := 1; m <= nodes; m++ {
+		if why := a.unhealthyAt(ctx, m, nodes, topics); why != "" {
+			return fmt.Sprintf("node %d: %s", m, why)
+		}
+	}
+	return ""
+}
+
+// unhealthyAt says what keeps the cluster from being whole as node m
+// sees it.
+func (a *Admin) unhealthyAt(ctx context.Context, m, nodes int, topics []string) string {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range append(topics, TransactionStateTopic) {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, a.cl)
+	resp, err := a.metadataAt(ctx, m, req)
 	if err != nil {
 		return err.Error()
 	}
@@ -137,20 +154,29 @@ func (a *Admin) Unhealthy(ctx context.Context, nodes int, topics ...string) stri
 		return fmt.Sprintf("%d of %d nodes in the metadata", len(resp.Brokers), nodes)
 	}
 	for _, t := range resp.Topics {
-		name := ""
-		if t.Topic != nil {
-			name = *t.Topic
+		if why := topicUnhealthy(t); why != "" {
+			return why
 		}
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			if name == TransactionStateTopic && errors.Is(err, kerr.UnknownTopicOrPartition) {
-				continue // no transaction yet: nothing to coordinate
-			}
-			return fmt.Sprintf("%s: %v", name, err)
+	}
+	return ""
+}
+
+// topicUnhealthy says what keeps topic t from being whole: an error, a
+// partition without a leader or with a replica out of its ISR.
+func topicUnhealthy(t kmsg.MetadataResponseTopic) string {
+	name := ""
+	if t.Topic != nil {
+		name = *t.Topic
+	}
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		if name == TransactionStateTopic && errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return "" // no transaction yet: nothing to coordinate
 		}
-		for _, p := range t.Partitions {
-			if p.Leader < 0 || len(p.ISR) < len(p.Replicas) {
-				return fmt.Sprintf("%s partition %d: leader %d, ISR %v of replicas %v", name, p.Partition, p.Leader, p.ISR, p.Replicas)
-			}
+		return fmt.Sprintf("%s: %v", name, err)
+	}
+	for _, p := range t.Partitions {
+		if p.Leader < 0 || len(p.ISR) < len(p.Replicas) {
+			return fmt.Sprintf("%s partition %d: leader %d, ISR %v of replicas %v", name, p.Partition, p.Leader, p.ISR, p.Replicas)
 		}
 	}
 	return ""
@@ -229,15 +255,26 @@ func dropped(seen map[int][]int32, n int) bool {
 // nodesSeenBy returns the nodes node m's metadata names (nil: no answer
 // within 5 s).
 func (a *Admin) nodesSeenBy(ctx context.Context, m int) []int32 {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := a.cl.Broker(m).Request(qctx, kmsg.NewPtrMetadataRequest())
+	resp, err := a.metadataAt(ctx, m, kmsg.NewPtrMetadataRequest())
 	if err != nil {
 		return nil
 	}
 	ids := []int32{}
-	for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
+	for _, b := range resp.Brokers {
 		ids = append(ids, b.NodeID)
 	}
 	return ids
+}
+
+// metadataAt asks node m itself, at most 5 s: a question the client
+// routes may go to a node cut off (it hangs) or just back (it answers
+// from old metadata).
+func (a *Admin) metadataAt(ctx context.Context, m int, req *kmsg.MetadataRequest) (*kmsg.MetadataResponse, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := a.cl.Broker(m).Request(qctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.MetadataResponse), nil
 }

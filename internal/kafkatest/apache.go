@@ -27,6 +27,12 @@ type Apache struct {
 	*Cluster
 	t    testing.TB
 	node *kafkadev.Cluster
+	// adm asks the nodes about the cluster. It is made at launch, while
+	// every node serves, and kept: a client made after a cut learns the
+	// brokers from a seed, and one question to the cut node's seed held
+	// every question after it (WaitDropped took 20.4 s in three runs,
+	// 6.2-9.1 s with a client that knew the brokers).
+	adm *kafkadev.Admin
 }
 
 // ApacheOptions configure StartApache.
@@ -96,7 +102,12 @@ func newApache(o ApacheOptions) (*Apache, error) {
 }
 
 // close stops the nodes and removes their directory.
-func (a *Apache) close() { a.node.Close() }
+func (a *Apache) close() {
+	if a.adm != nil {
+		a.adm.Close()
+	}
+	a.node.Close()
+}
 
 // launch starts the nodes on free ports and makes topic.
 func (a *Apache) launch(topic string, partitions int32) error {
@@ -111,7 +122,9 @@ func (a *Apache) launch(topic string, partitions int32) error {
 	if err := CreateTopic(a.Conn, topic, partitions); err != nil {
 		return fmt.Errorf("%v\n%s", err, a.LogTail(1, 30))
 	}
-	return nil
+	adm, err := a.node.NewAdmin()
+	a.adm = adm
+	return err
 }
 
 // Isolate cuts node n off from the clients and the other nodes, both

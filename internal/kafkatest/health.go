@@ -21,15 +21,10 @@ const healTimeout = 3 * time.Minute
 // restart.
 func (a *Apache) WaitHealthy() time.Duration {
 	a.t.Helper()
-	adm, err := a.node.NewAdmin()
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := adm.WaitHealthy(ctx, a.node.Nodes(), a.Topic); err != nil {
+	if err := a.adm.WaitHealthy(ctx, a.node.Nodes(), a.Topic); err != nil {
 		a.t.Fatalf("kafkatest: the cluster did not heal within %s: %v", healTimeout, err)
 	}
 	return time.Since(start)
@@ -49,35 +44,58 @@ func (a *Apache) GroupCoordinator(group string) int {
 	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.GroupCoordinator(ctx, group) })
 }
 
+// Leader returns the node leading partition p of topic, failing the
+// test when none is found.
+func (a *Apache) Leader(topic string, p int32) int {
+	a.t.Helper()
+	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.Leader(ctx, topic, p) })
+}
+
+// ActiveController returns the node leading the KRaft quorum
+// (DescribeQuorum), failing the test when none is found.
+func (a *Apache) ActiveController() int {
+	a.t.Helper()
+	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.ActiveController(ctx) })
+}
+
+// coordinator asks for a node, at most a minute.
 func (a *Apache) coordinator(ask func(context.Context, *kafkadev.Admin) (int, error)) int {
 	a.t.Helper()
-	adm, err := a.node.NewAdmin()
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := ask(ctx, adm)
+	n, err := ask(ctx, a.adm)
 	if err != nil {
 		a.t.Fatalf("kafkatest: %v", err)
 	}
 	return n
 }
 
+// WaitDropped waits until the other nodes have dropped node n from their
+// metadata (it missed its heartbeats: killed, paused or cut off) and
+// returns how long that took; it fails the test after healTimeout. A
+// fault that freezes or cuts a node holds it until then, so the cluster
+// has acted on it, rather than for a fixed time.
+func (a *Apache) WaitDropped(n int) time.Duration {
+	a.t.Helper()
+	took, err := a.waitDropped(n)
+	if err != nil {
+		a.t.Fatalf("kafkatest: %v", err)
+	}
+	return took
+}
+
 // RestartWhenDropped waits until the other nodes have dropped node n
 // from their metadata (killed, it missed its heartbeats) and starts it
 // again; for a goroutine of the test's (an error, not a failed test).
 func (a *Apache) RestartWhenDropped(n int) error {
-	adm, err := a.node.NewAdmin()
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
-	defer cancel()
-	if _, err := adm.WaitDropped(ctx, n, a.node.Nodes()); err != nil {
+	if _, err := a.waitDropped(n); err != nil {
 		return err
 	}
 	return a.node.Start()
+}
+
+func (a *Apache) waitDropped(n int) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), healTimeout)
+	defer cancel()
+	return a.adm.WaitDropped(ctx, n, a.node.Nodes())
 }

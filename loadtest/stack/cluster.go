@@ -2,7 +2,6 @@ package stack
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/fencegate/fencegate/internal/kafkadev"
 )
@@ -11,14 +10,9 @@ import (
 // SeparateOptions.KafkaCluster starts, besides kafka.sh's (replication
 // factor 3 and min.insync.replicas 2 for the topics and
 // __transaction_state): a broker that stops heartbeating is fenced by the
-// controller after 6 s, so that a paused or cut-off node loses its
-// partitions within a fault's length.
+// controller after 6 s, so that a paused or cut-off node (held so until
+// the others drop it) loses its partitions soon.
 var ClusterConfig = []string{"broker.session.timeout.ms=6000", "broker.heartbeat.interval.ms=1000"}
-
-// ClusterSession is ClusterConfig's broker.session.timeout.ms: a fault
-// that pauses or cuts off a node lasts longer, so that the controller
-// fences it.
-const ClusterSession = 6 * time.Second
 
 // startCluster starts the three-node Apache Kafka cluster of
 // kafka.sh cluster, each node behind a fault proxy, in a directory of its
