@@ -14,9 +14,8 @@ this; the fuzzing run sends every value the schema allows.
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
+from typing import Any
 
 import schemathesis
 
