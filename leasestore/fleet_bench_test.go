@@ -119,12 +119,17 @@ func newFleet(b *testing.B, c leasestore.Config) *fleet {
 	return f
 }
 
-// run renews every lease every TTL/3 for one cycle of warm-up and then
-// the measured window, and reports the figures of the window.
+// run renews every lease every TTL/3: a warm-up until every lease has
+// renewed once, then the measured window until every lease has renewed
+// window/(TTL/3) times more; it reports the figures of the window.
 func (f *fleet) run(b *testing.B) {
 	every := f.ttl / 3
+	cycles := max(1, int(f.window/every))
 	var measuring atomic.Bool
 	var failed atomic.Int64
+	var warm, measured sync.WaitGroup
+	warm.Add(len(f.names))
+	measured.Add(len(f.names))
 	stop := make(chan struct{})
 	lat := make([][]time.Duration, len(f.names))
 	var wg sync.WaitGroup
@@ -134,7 +139,7 @@ func (f *fleet) run(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			next := start.Add(every * time.Duration(i) / time.Duration(len(f.names)))
-			for {
+			for n := 0; ; n++ {
 				select {
 				case <-stop:
 					return
@@ -146,16 +151,21 @@ func (f *fleet) run(b *testing.B) {
 				if err != nil {
 					failed.Add(1)
 				}
+				if n == 0 {
+					warm.Done()
+				}
 				if measuring.Load() {
-					lat[i] = append(lat[i], time.Since(t0))
+					if lat[i] = append(lat[i], time.Since(t0)); len(lat[i]) == cycles {
+						measured.Done()
+					}
 				}
 			}
 		}()
 	}
-	time.Sleep(every) // warm-up: one full cycle (pacing)
+	warm.Wait()
 	before := f.sample(b)
 	measuring.Store(true)
-	time.Sleep(f.window) // the measured window (pacing)
+	measured.Wait()
 	measuring.Store(false)
 	after := f.sample(b)
 	close(stop)
