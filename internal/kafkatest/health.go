@@ -34,32 +34,33 @@ func (a *Apache) WaitHealthy() time.Duration {
 // (FindCoordinator), failing the test when none is found.
 func (a *Apache) TxnCoordinator(id string) int {
 	a.t.Helper()
-	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.Coordinator(ctx, id) })
+	return a.askNode(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.Coordinator(ctx, id) })
 }
 
 // GroupCoordinator returns the node coordinating consumer group group
 // (FindCoordinator), failing the test when none is found.
 func (a *Apache) GroupCoordinator(group string) int {
 	a.t.Helper()
-	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.GroupCoordinator(ctx, group) })
+	return a.askNode(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.GroupCoordinator(ctx, group) })
 }
 
 // Leader returns the node leading partition p of topic, failing the
 // test when none is found.
 func (a *Apache) Leader(topic string, p int32) int {
 	a.t.Helper()
-	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.Leader(ctx, topic, p) })
+	return a.askNode(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.Leader(ctx, topic, p) })
 }
 
 // ActiveController returns the node leading the KRaft quorum
 // (DescribeQuorum), failing the test when none is found.
 func (a *Apache) ActiveController() int {
 	a.t.Helper()
-	return a.coordinator(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.ActiveController(ctx) })
+	return a.askNode(func(ctx context.Context, adm *kafkadev.Admin) (int, error) { return adm.ActiveController(ctx) })
 }
 
-// coordinator asks for a node, at most a minute.
-func (a *Apache) coordinator(ask func(context.Context, *kafkadev.Admin) (int, error)) int {
+// askNode asks for a node (a coordinator, a leader, the controller),
+// at most a minute, failing the test when none is found.
+func (a *Apache) askNode(ask func(context.Context, *kafkadev.Admin) (int, error)) int {
 	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
